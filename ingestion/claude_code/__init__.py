@@ -1,0 +1,1 @@
+"""Claude Code session logs (~/.claude/projects/**.jsonl) into TraceStates."""
