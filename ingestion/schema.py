@@ -98,3 +98,11 @@ class StrictModel(BaseModel):
     """Base for configs: unknown keys are mistakes."""
 
     model_config = ConfigDict(extra="forbid")
+
+
+class ReplayError(Exception):
+    """Base of every error a user can cause; the CLIs print it as one line."""
+
+
+class SourceError(ReplayError):
+    """The --source path is missing or holds nothing to ingest."""

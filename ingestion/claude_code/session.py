@@ -1,0 +1,145 @@
+"""One session file, indexed: the uuid DAG, merged assistant responses, tool results.
+
+Only what state building needs is kept per record, so memory is bounded by the largest
+session, not the corpus.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ingestion.claude_code.convert import assistant_action
+from ingestion.jsonl import iter_records
+from ingestion.schema import Action
+from ingestion.stats import IngestStats
+
+CONVERSATION = ("user", "assistant")
+SYNTHETIC_MODEL = "<synthetic>"
+
+
+@dataclass
+class Node:
+    """A record in the parentUuid DAG. Non-conversation records keep only their links."""
+
+    seq: int                           # position in the file (record order)
+    line: int
+    uuid: str
+    parent: str | None
+    type: str
+    sidechain: bool = False
+    compact_summary: bool = False
+    compact_boundary: bool = False
+    content: Any = None                # user: message.content; assistant: the block list
+    group: str | None = None           # assistant: merged response key
+    envelope: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Group:
+    """One assistant API response, written as one or more lines sharing message.id."""
+
+    key: str
+    nodes: list[Node]
+    model: str | None
+    synthetic: bool
+    request_id: str | None = None
+    _action: Action | None = None
+
+    @property
+    def first(self) -> Node:
+        return self.nodes[0]
+
+    @property
+    def action(self) -> Action:
+        if self._action is None:
+            self._action = assistant_action([b for n in self.nodes for b in n.content])
+        return self._action
+
+
+@dataclass
+class Session:
+    path: Path
+    nodes: dict[str, Node] = field(default_factory=dict)
+    groups: dict[str, Group] = field(default_factory=dict)
+    results: dict[str, tuple[int, str]] = field(default_factory=dict)  # tool_use_id -> (seq, uuid)
+    shapes: list[tuple[int, list[dict[str, Any]]]] = field(default_factory=list)
+
+
+_ENVELOPE = ("cwd", "gitBranch", "timestamp", "version", "sessionId", "agentId")
+
+
+def load_session(path: Path, stats: IngestStats) -> Session:
+    """Read and index one session file, counting every record type and bad line."""
+    session = Session(path)
+    name = str(path)
+    for seq, (line, record) in enumerate(iter_records(path, stats)):
+        kind = record.get("type")
+        kind = kind if isinstance(kind, str) else "<missing>"
+        stats.record_types[kind] += 1
+        if kind not in CONVERSATION:
+            stats.skipped_records[kind] += 1
+            if kind == "api-request-shape":
+                _add_shape(session, seq, record)
+        uuid = record.get("uuid")
+        if not isinstance(uuid, str):
+            if kind in CONVERSATION:
+                stats.problem(name, line, "missing_uuid")
+            continue
+        if uuid in session.nodes:
+            stats.skipped_turns["duplicate_uuid"] += 1
+            continue
+        parent = record.get("parentUuid")
+        node = Node(seq=seq, line=line, uuid=uuid, parent=parent if isinstance(parent, str) else None,
+                    type=kind, sidechain=bool(record.get("isSidechain")),
+                    compact_summary=bool(record.get("isCompactSummary")),
+                    compact_boundary=record.get("subtype") == "compact_boundary")
+        session.nodes[uuid] = node
+        if kind in CONVERSATION:
+            _fill(session, node, record, stats, name)
+    return session
+
+
+def _fill(session: Session, node: Node, record: dict[str, Any], stats: IngestStats, name: str) -> None:
+    message = record.get("message")
+    if not isinstance(message, dict):
+        stats.problem(name, node.line, f"{node.type}_without_message")
+        node.type = "broken"  # stays in the DAG so its children keep their history
+        return
+    node.envelope = {k: record[k] for k in _ENVELOPE if k in record}
+    content = message.get("content")
+    if node.type == "user":
+        node.content = content
+        for block in content if isinstance(content, list) else ():
+            if isinstance(block, dict) and block.get("type") == "tool_result":
+                session.results.setdefault(str(block.get("tool_use_id")), (node.seq, node.uuid))
+        return
+    node.content = [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+    model = message.get("model")
+    key = message.get("id") if isinstance(message.get("id"), str) else node.uuid
+    node.group = key
+    group = session.groups.get(key)
+    if group is None:
+        synthetic = model == SYNTHETIC_MODEL or bool(record.get("isApiErrorMessage"))
+        group = session.groups[key] = Group(key, [], model if isinstance(model, str) else None, synthetic,
+                                            record.get("requestId"))
+    group.nodes.append(node)
+
+
+def _add_shape(session: Session, seq: int, record: dict[str, Any]) -> None:
+    """api-request-shape (CLI 2.1.3xx) records each request's tools with input_schema."""
+    shape = record.get("shape")
+    tools = shape.get("tools") if isinstance(shape, dict) else None
+    if not isinstance(tools, list):
+        return
+    converted = []
+    for tool in tools:
+        if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
+            continue
+        schema = dict(tool.get("input_schema") or {"type": "object", "properties": {}})
+        schema.pop("$schema", None)
+        converted.append({"type": "function", "function": {
+            "name": tool["name"], "description": tool.get("description") or "", "parameters": schema}})
+    if converted:
+        session.shapes.append((seq, converted))

@@ -1,0 +1,34 @@
+"""The synthetic system prompt (ingestion rule 7): sessions carry none of their own."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+import jinja2
+
+from configs import config_path
+
+
+@lru_cache(maxsize=1)
+def _template() -> jinja2.Template:
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=False)
+    return env.from_string(config_path("system_prompt.j2").read_text(encoding="utf-8"))
+
+
+@lru_cache(maxsize=4096)
+def _render(cwd: str, git_branch: str, date: str, version: str, tool_names: tuple[str, ...]) -> str:
+    return _template().render(cwd=cwd, git_branch=git_branch, date=date, version=version,
+                              tool_names=tool_names).strip()
+
+
+def system_message(metadata: dict[str, Any], tools: list[dict[str, Any]]) -> dict[str, str]:
+    """The system message for a state, from its cwd, branch, date, version and tools.
+
+    >>> system_message({"cwd": "/repo", "timestamp": "2025-06-14T23:42:08Z"}, [])["content"].count("/repo")
+    1
+    """
+    names = tuple(t["function"]["name"] for t in tools)
+    content = _render(metadata.get("cwd") or "", metadata.get("git_branch") or "",
+                      (metadata.get("timestamp") or "")[:10], metadata.get("version") or "", names)
+    return {"role": "system", "content": content}

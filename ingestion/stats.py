@@ -1,0 +1,37 @@
+"""Counters that ingestion fills as it reads; `replay` turns them into report.json."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+MAX_PROBLEMS = 1000  # a report with a million identical lines helps no one
+
+
+@dataclass
+class IngestStats:
+    files: int = 0
+    lines: int = 0
+    traces: int = 0
+    states: int = 0
+    skipped_lines: Counter[str] = field(default_factory=Counter)    # reason -> lines not ingested
+    repaired_lines: Counter[str] = field(default_factory=Counter)   # reason -> lines ingested after repair
+    skipped_files: Counter[str] = field(default_factory=Counter)    # reason -> files
+    record_types: Counter[str] = field(default_factory=Counter)     # every record's `type`
+    skipped_records: Counter[str] = field(default_factory=Counter)  # non-conversation types, by type
+    skipped_traces: Counter[str] = field(default_factory=Counter)   # e.g. subagent, warmup
+    skipped_turns: Counter[str] = field(default_factory=Counter)    # e.g. duplicate_message_id, synthetic
+    budget: Counter[str] = field(default_factory=Counter)           # truncated_messages, dropped_messages, ...
+    problems: list[dict[str, Any]] = field(default_factory=list)    # {file, line, reason, action}
+
+    def problem(self, file: str, line: int | None, reason: str, action: str = "skipped") -> None:
+        """Count one bad line (or file) by reason and keep where it was."""
+        if action == "skipped":
+            self.skipped_lines[reason] += 1
+        elif action == "repaired":
+            self.repaired_lines[reason] += 1
+        else:
+            self.skipped_files[reason] += 1
+        if len(self.problems) < MAX_PROBLEMS:
+            self.problems.append({"file": file, "line": line, "reason": reason, "action": action})
