@@ -22,7 +22,7 @@ class IngestStats:
     skipped_records: Counter[str] = field(default_factory=Counter)  # non-conversation types, by type
     skipped_traces: Counter[str] = field(default_factory=Counter)   # e.g. subagent, warmup
     skipped_turns: Counter[str] = field(default_factory=Counter)    # e.g. duplicate_message_id, synthetic
-    budget: Counter[str] = field(default_factory=Counter)           # truncated_messages, dropped_messages, ...
+    budget: Counter[str] = field(default_factory=Counter)           # truncated / dropped messages
     problems: list[dict[str, Any]] = field(default_factory=list)    # {file, line, reason, action}
 
     def problem(self, file: str, line: int | None, reason: str, action: str = "skipped") -> None:

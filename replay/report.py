@@ -42,7 +42,8 @@ class Report(BaseModel):
 
     def add_ingest(self, stats: IngestStats) -> None:
         """Copy ingestion's counters in."""
-        self.files, self.lines, self.traces, self.states = stats.files, stats.lines, stats.traces, stats.states
+        self.files, self.lines = stats.files, stats.lines
+        self.traces, self.states = stats.traces, stats.states
         for name in ("skipped_lines", "repaired_lines", "skipped_files", "record_types",
                      "skipped_records", "skipped_traces", "skipped_turns", "budget"):
             setattr(self, name, dict(sorted(getattr(stats, name).items())))

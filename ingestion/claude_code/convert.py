@@ -48,8 +48,9 @@ def user_messages(content: Any) -> list[dict[str, Any]]:
     """One user record's content → tool messages (results first), then one user message.
 
     >>> user_messages([{"type": "tool_result", "tool_use_id": "t1", "content": "done"},
-    ...                {"type": "text", "text": "[Request interrupted by user]"}])
-    [{'role': 'tool', 'tool_call_id': 't1', 'content': 'done'}, {'role': 'user', 'content': '[Request interrupted by user]'}]
+    ...                {"type": "text", "text": "[Request interrupted by user]"}])  # doctest: +NORMALIZE_WHITESPACE
+    [{'role': 'tool', 'tool_call_id': 't1', 'content': 'done'},
+     {'role': 'user', 'content': '[Request interrupted by user]'}]
     """
     if isinstance(content, str):
         return [{"role": "user", "content": content}]

@@ -1,0 +1,25 @@
+"""Shared fixtures: real sessions from ../shared, an isolated cache/home for every test."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+FIXTURES = SHARED / "fixtures" / "claude_code" / "projects"
+SWEBENCH_SAMPLES = SHARED / "fixtures" / "swebench" / "swebench_samples.jsonl"
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    monkeypatch.setenv("REPLAY_CACHE", str(tmp_path / "cache.sqlite"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
+
+
+@pytest.fixture(scope="session")
+def fixtures_root() -> Path:
+    if not FIXTURES.is_dir():
+        pytest.fail(f"shared fixtures not found at {FIXTURES}")
+    return FIXTURES
