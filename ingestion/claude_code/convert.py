@@ -47,10 +47,9 @@ def tool_result_text(content: Any) -> str:
 def user_messages(content: Any) -> list[dict[str, Any]]:
     """One user record's content → tool messages (results first), then one user message.
 
-    >>> user_messages([{"type": "tool_result", "tool_use_id": "t1", "content": "done"},
-    ...                {"type": "text", "text": "[Request interrupted by user]"}])  # doctest: +NORMALIZE_WHITESPACE
-    [{'role': 'tool', 'tool_call_id': 't1', 'content': 'done'},
-     {'role': 'user', 'content': '[Request interrupted by user]'}]
+    >>> [m["role"] for m in user_messages([{"type": "tool_result", "tool_use_id": "t1", "content": "ok"},
+    ...                                    {"type": "text", "text": "[Request interrupted by user]"}])]
+    ['tool', 'user']
     """
     if isinstance(content, str):
         return [{"role": "user", "content": content}]
