@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from ingestion.budget import cut_text, cut_value
+import orjson
+
+from ingestion.budget import cut_text, cut_value, message_chars
 from ingestion.claude_code.convert import user_messages
 from ingestion.claude_code.session import Group, Node, Session
 from ingestion.stats import IngestStats
@@ -15,15 +18,21 @@ MISSING_RESULT = "[no tool result was recorded in the session]"
 Lookup = Callable[[str], dict[str, Any] | None]
 
 
-def chain(session: Session, start: str | None) -> list[Node]:
+def chain(session: Session, start: str | None, stop: Callable[[str], bool] = lambda _u: False
+          ) -> tuple[list[Node], str | None]:
     """Ancestors of a node, oldest first, cut at the latest compaction.
 
-    The compact summary starts the new context; the boundary record and all before it are dropped.
+    The compact summary starts the new context; the boundary record and all before it are
+    dropped. The walk also ends at the first node for which `stop` holds, returned second.
     """
     out: list[Node] = []
     seen: set[str] = set()
     uuid = start
+    stopped_at = None
     while uuid is not None and uuid not in seen:
+        if stop(uuid):
+            stopped_at = uuid
+            break
         node = session.nodes.get(uuid)
         if node is None or node.compact_boundary:
             break
@@ -33,7 +42,19 @@ def chain(session: Session, start: str | None) -> list[Node]:
             break
         uuid = node.parent
     out.reverse()
-    return out
+    return out, stopped_at
+
+
+@dataclass
+class _Prefix:
+    """History up to and including one node, kept so the next turn only converts what is new."""
+
+    raw: list[dict[str, Any]]
+    paired: list[dict[str, Any]]
+    emitted: set[str]
+    calls: set[str]
+    clean: bool          # every call answered in place, no orphan result
+    chars: int
 
 
 class MessageCache:
@@ -64,10 +85,11 @@ class MessageCache:
     def _cut(self, message: dict[str, Any]) -> dict[str, Any]:
         content = message.get("content") or ""
         calls = message.get("tool_calls")
-        if len(content) <= self.limit and not calls:
+        long_calls = bool(calls) and len(orjson.dumps(calls)) > self.limit
+        if len(content) <= self.limit and not long_calls:
             return message
         out = dict(message, content=cut_text(content, self.limit))
-        if calls:
+        if long_calls:
             out["tool_calls"] = [dict(c, function={"name": c["function"]["name"],
                                                    "arguments": cut_value(c["function"]["arguments"],
                                                                           self.limit)})
@@ -77,34 +99,68 @@ class MessageCache:
         return out
 
 
-def build_history(session: Session, group: Group, cache: MessageCache,
-                  stats: IngestStats) -> list[dict[str, Any]]:
-    """Messages before `group`'s turn: user text, tool results, earlier assistant responses."""
-    messages: list[dict[str, Any]] = []
-    emitted: set[str] = {group.key}
-    for node in chain(session, group.first.parent):
-        if node.type == "user":
-            messages.extend(cache.user(node))
-        elif node.type == "assistant" and node.group not in emitted:
-            emitted.add(node.group)
-            earlier = session.groups[node.group]
-            if earlier.synthetic:
-                continue
-            message = cache.assistant(earlier)
-            if message is not None:
-                messages.append(message)
+class HistoryBuilder:
+    """Histories of a session's turns. Turns of one conversation share their prefix, so each
+    history extends the one memoised at the nearest ancestor instead of walking to the root."""
 
-    def lookup(call_id: str) -> dict[str, Any] | None:
-        found = session.results.get(call_id)
-        if found is None or found[0] >= group.first.seq:
-            return None
-        node = session.nodes[found[1]]
-        return next((m for m in cache.user(node) if m.get("tool_call_id") == call_id), None)
+    def __init__(self, session: Session, cache: MessageCache, stats: IngestStats) -> None:
+        self.session = session
+        self.cache = cache
+        self.stats = stats
+        self._memo: dict[str, _Prefix] = {}
 
-    paired, missing, orphans = pair_tool_results(messages, lookup)
-    stats.budget["missing_tool_results"] += missing
-    stats.budget["orphan_tool_results"] += orphans
-    return paired
+    def build(self, group: Group) -> tuple[list[dict[str, Any]], int]:
+        """Messages before `group`'s turn, and their size in characters."""
+        start = group.first.parent
+        nodes, hit = chain(self.session, start, self._memo.__contains__)
+        base = self._memo[hit] if hit else _Prefix([], [], set(), set(), True, 0)
+        emitted = set(base.emitted)
+        emitted.add(group.key)
+        segment = self._convert(nodes, emitted)
+        emitted.discard(group.key)
+        lookup = self._lookup(group)
+        seg_calls = {c.get("id") or "" for m in segment for c in m.get("tool_calls") or ()}
+        seg_results = {m.get("tool_call_id") for m in segment if m.get("role") == "tool"}
+        if base.clean and seg_results <= seg_calls and not seg_calls & base.calls:
+            # Nothing new answers an old call: pairing the new part alone gives the same result.
+            tail, missing, orphans = pair_tool_results(segment, lookup)
+            paired = base.paired + tail
+            chars = base.chars + sum(message_chars(m) for m in tail)
+        else:
+            paired, missing, orphans = pair_tool_results(base.raw + segment, lookup)
+            chars = sum(message_chars(m) for m in paired)
+        self.stats.budget["missing_tool_results"] += missing
+        self.stats.budget["orphan_tool_results"] += orphans
+        prefix = _Prefix(base.raw + segment, paired, emitted, base.calls | seg_calls,
+                         base.clean and not missing and not orphans, chars)
+        if start is not None:
+            self._memo[start] = prefix
+        return paired, prefix.chars
+
+    def _convert(self, nodes: list[Node], emitted: set[str]) -> list[dict[str, Any]]:
+        messages: list[dict[str, Any]] = []
+        for node in nodes:
+            if node.type == "user":
+                messages.extend(self.cache.user(node))
+            elif node.type == "assistant" and node.group not in emitted:
+                emitted.add(node.group)
+                earlier = self.session.groups[node.group]
+                if earlier.synthetic:
+                    continue
+                message = self.cache.assistant(earlier)
+                if message is not None:
+                    messages.append(message)
+        return messages
+
+    def _lookup(self, group: Group) -> Lookup:
+        def lookup(call_id: str) -> dict[str, Any] | None:
+            found = self.session.results.get(call_id)
+            if found is None or found[0] >= group.first.seq:
+                return None
+            node = self.session.nodes[found[1]]
+            return next((m for m in self.cache.user(node) if m.get("tool_call_id") == call_id), None)
+
+        return lookup
 
 
 def pair_tool_results(messages: list[dict[str, Any]],

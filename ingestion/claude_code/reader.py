@@ -9,7 +9,7 @@ from typing import Any
 
 from ingestion.budget import fit_context
 from ingestion.claude_code.convert import is_turn
-from ingestion.claude_code.history import MessageCache, build_history
+from ingestion.claude_code.history import HistoryBuilder, MessageCache
 from ingestion.claude_code.session import Group, Node, Session, load_session
 from ingestion.claude_code.tools import trace_tools
 from ingestion.options import IngestOptions
@@ -42,7 +42,7 @@ def session_states(path: Path, options: IngestOptions, stats: IngestStats,
     if not session.nodes:
         stats.problem(str(path), None, "no_conversation", action="file")
         return
-    cache = MessageCache(session, options.max_message_chars, stats)
+    history = HistoryBuilder(session, MessageCache(session, options.max_message_chars, stats), stats)
     for trace in _traces(session, path, subagent_file):
         if trace.sidechain and not options.include_subagents:
             stats.skipped_traces["subagent"] += 1
@@ -51,7 +51,7 @@ def session_states(path: Path, options: IngestOptions, stats: IngestStats,
             stats.skipped_traces["warmup"] += 1
             continue
         stats.traces += 1
-        yield from _trace_states(session, trace, cache, options, stats, seen_messages)
+        yield from _trace_states(session, trace, history, options, stats, seen_messages)
 
 
 def _traces(session: Session, path: Path, subagent_file: bool) -> list[Trace]:
@@ -98,7 +98,7 @@ def _is_warmup(session: Session, trace: Trace) -> bool:
     return bool(prompts) and prompts[0].content.strip() == "Warmup"
 
 
-def _trace_states(session: Session, trace: Trace, cache: MessageCache, options: IngestOptions,
+def _trace_states(session: Session, trace: Trace, history: HistoryBuilder, options: IngestOptions,
                   stats: IngestStats, seen_messages: set[str]) -> Iterator[TraceState]:
     turns: list[Group] = []
     for group in trace.groups:
@@ -116,7 +116,7 @@ def _trace_states(session: Session, trace: Trace, cache: MessageCache, options: 
             continue
         seen_messages.add(group.key)
         stats.states += 1
-        yield _state(session, trace, turn, group, _tools_at(session, group, tools), cache, options, stats)
+        yield _state(session, trace, turn, group, _tools_at(session, group, tools), history, options, stats)
 
 
 def _tools_at(session: Session, group: Group, default: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -128,7 +128,7 @@ def _tools_at(session: Session, group: Group, default: list[dict[str, Any]]) -> 
 
 
 def _state(session: Session, trace: Trace, turn: int, group: Group, tools: list[dict[str, Any]],
-           cache: MessageCache, options: IngestOptions, stats: IngestStats) -> TraceState:
+           history: HistoryBuilder, options: IngestOptions, stats: IngestStats) -> TraceState:
     first = group.first
     envelope = first.envelope
     metadata: dict[str, Any] = {
@@ -139,8 +139,11 @@ def _state(session: Session, trace: Trace, turn: int, group: Group, tools: list[
     }
     if trace.sidechain:
         metadata["agent_id"] = envelope.get("agentId")
-    messages = [system_message(metadata, tools), *build_history(session, group, cache, stats)]
-    messages, dropped = fit_context(messages, options.max_prompt_tokens, tools)
+    before, chars = history.build(group)
+    system = system_message(metadata, tools)
+    messages = [system, *before]
+    messages, dropped = fit_context(messages, options.max_prompt_tokens, tools,
+                                    chars=chars + len(system["content"]))
     if dropped:
         stats.budget["states_trimmed"] += 1
         stats.budget["dropped_messages"] += dropped

@@ -19,7 +19,7 @@ CONVERSATION = ("user", "assistant")
 SYNTHETIC_MODEL = "<synthetic>"
 
 
-@dataclass
+@dataclass(slots=True)
 class Node:
     """A record in the parentUuid DAG. Non-conversation records keep only their links."""
 
