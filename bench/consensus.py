@@ -1,0 +1,109 @@
+"""Consensus throughput on synthetic proposals: `python -m bench.consensus [--states N] [--teachers K]`.
+
+Each state gets K teacher proposals: most are the state's "right" action written one of several
+equivalent ways (extra spaces, Bash descriptions, absolute vs relative paths, cased text), some a
+different action, some failures. Prints states per second for canonicalisation, vote and similarity.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+# Run as `python bench/consensus.py`, this file's folder comes first on sys.path and its name
+# shadows the `consensus` package; drop that entry (`python -m bench.consensus` needs no help).
+if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
+    sys.path.pop(0)
+
+from consensus.canonical import canonical  # noqa: E402
+from consensus.similarity import similarity  # noqa: E402
+from consensus.vote import vote  # noqa: E402
+from ingestion.schema import Action, Proposal, ToolCall  # noqa: E402
+
+CWD = "/work/repo"
+COMMANDS = ["ls -la", "pytest -q tests/test_core.py", "git status", "grep -rn 'def parse' src",
+            "python -m pip install -e .", "cat setup.cfg", "git diff --stat"]
+FILES = ["src/core.py", "src/parse.py", "tests/test_core.py", "README.md", "setup.cfg"]
+TEXTS = ["All tests pass now.", "The fix is in src/core.py.", "I need more information about the bug."]
+
+
+def _call(name: str, **arguments) -> Action:
+    return Action(tool_calls=[ToolCall(id=f"call_{random.randrange(10**6)}", name=name, arguments=arguments)])
+
+
+def _bash(rng: random.Random, command: str) -> Action:
+    spaced = command.replace(" ", rng.choice([" ", "  ", " \t"]))
+    extra = rng.choice([{}, {"description": "Run it"}, {"timeout": 120000}])
+    return _call("Bash", command=rng.choice(["", "cd /work/repo && "]) + spaced, **extra)
+
+
+def _path(rng: random.Random, path: str) -> str:
+    return rng.choice([path, f"./{path}", f"{CWD}/{path}"])
+
+
+def _variant(rng: random.Random, kind: str, seed: int) -> Action:
+    """One way of writing the action `(kind, seed)`; every variant is equivalent."""
+    if kind == "bash":
+        return _bash(rng, COMMANDS[seed % len(COMMANDS)])
+    if kind == "read":
+        return _call("Read", file_path=_path(rng, FILES[seed % len(FILES)]))
+    if kind == "edit":
+        body = "\n".join(f"    line_{i} = {seed + i}" for i in range(20))
+        return _call("Edit", file_path=_path(rng, FILES[seed % len(FILES)]), old_string=body,
+                     new_string=body.replace("= ", "= 1 + "), **rng.choice([{}, {"replace_all": False}]))
+    text = TEXTS[seed % len(TEXTS)]
+    return Action(content=rng.choice([text, text.upper(), f"  {text}\n"]))
+
+
+def make_states(n: int, teachers: int, seed: int = 0) -> list[list[Proposal]]:
+    rng = random.Random(seed)
+    kinds = ["bash", "bash", "read", "edit", "text"]
+    states = []
+    for s in range(n):
+        right = (rng.choice(kinds), rng.randrange(100))
+        proposals = []
+        for t in range(teachers):
+            roll = rng.random()
+            if roll < 0.08:
+                action = None
+            elif roll < 0.65:
+                action = _variant(rng, *right)
+            else:
+                action = _variant(rng, rng.choice(kinds), rng.randrange(100))
+            proposals.append(Proposal(state_id=f"bench:{s}", teacher=f"teacher-{t}", model=f"m{t}",
+                                      action=action, error=None if action else "invalid_tool_arguments"))
+        states.append(proposals)
+    return states
+
+
+def _time(label: str, states: list[list[Proposal]], fn: Callable[[list[Proposal]], object]) -> list[object]:
+    start = time.perf_counter()
+    results = [fn(proposals) for proposals in states]
+    seconds = time.perf_counter() - start
+    print(f"{label:<28} {len(states) / seconds:>10,.0f} states/s   ({seconds:.2f} s)")
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--states", type=int, default=10_000)
+    parser.add_argument("--teachers", type=int, default=4)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    states = make_states(args.states, args.teachers, args.seed)
+    print(f"{args.states:,} states x {args.teachers} teachers")
+    _time("canonical forms", states, lambda ps: [canonical(p.action, CWD) for p in ps if p.action])
+    votes = _time("vote", states, lambda ps: vote(ps, CWD))
+    sims = _time("similarity (threshold 0.9)", states, lambda ps: similarity(ps, CWD))
+    for name, results in (("vote", votes), ("similarity", sims)):
+        reasons = Counter("reached" if r.reached else r.reason for r in results)  # type: ignore[attr-defined]
+        print(f"{name:<11} {dict(reasons)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,224 @@
+"""The canonical form of an action: two actions are equivalent when their canonical forms are equal.
+
+A canonical form is a string of canonical JSON (sorted keys, no spaces), so it hashes, sorts and
+groups. Per-tool rules (which arguments are paths, shell commands, ignored, or defaults) are data in
+`configs/canonical.toml`, read once. No I/O beyond that packaged file.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import re
+import tomllib
+from functools import lru_cache
+from importlib.resources import files
+from typing import Any
+
+from pydantic import Field
+
+from ingestion.schema import Action, StrictModel, ToolCall
+
+Canonical = str  # canonical JSON of an action; see `canonical`
+
+
+class ToolRule(StrictModel):
+    ignore: list[str] = Field(default_factory=list)
+    paths: list[str] = Field(default_factory=list)
+    commands: list[str] = Field(default_factory=list)
+    defaults: dict[str, Any] = Field(default_factory=dict)
+
+
+class ShellRule(StrictModel):
+    strip_cd_cwd: bool = True
+    relative_paths: bool = True
+
+
+class CanonicalRules(StrictModel):
+    shell: ShellRule = Field(default_factory=ShellRule)
+    default: ToolRule = Field(default_factory=ToolRule)
+    tools: dict[str, ToolRule] = Field(default_factory=dict)
+
+    def for_tool(self, name: str) -> ToolRule:
+        return self.tools.get(name, self.default)
+
+
+@lru_cache(maxsize=1)
+def load_rules() -> CanonicalRules:
+    """The packaged rules, parsed once per process."""
+    text = files("configs").joinpath("canonical.toml").read_text(encoding="utf-8")
+    return CanonicalRules.model_validate(tomllib.loads(text))
+
+
+def normalize_text(text: str) -> str:
+    """Case and whitespace folded: how text-only answers are compared.
+
+    >>> normalize_text("  Done.\\n The   tests PASS ")
+    'done. the tests pass'
+    """
+    return " ".join(text.casefold().split())
+
+
+def normalize_path(path: str, cwd: str | None = None) -> str:
+    """A path relative to `cwd` when it lies inside it, else absolute; `.` and `..` resolved.
+
+    >>> [normalize_path(p, "/repo") for p in ["/repo/a.py", "./a.py", "src/../a.py", "/repo", "/etc/x"]]
+    ['a.py', 'a.py', 'a.py', '.', '/etc/x']
+    >>> normalize_path("../lib/b.py", "/repo/src")
+    '/repo/lib/b.py'
+    """
+    path = path.strip()
+    if not path:
+        return path
+    if not cwd or path.startswith("~"):
+        return posixpath.normpath(path)
+    root = posixpath.normpath(cwd)
+    full = posixpath.normpath(posixpath.join(root, path))
+    if full == root or full.startswith(root.rstrip("/") + "/"):
+        return posixpath.relpath(full, root)
+    return full
+
+
+def fold_shell(command: str) -> str:
+    """Whitespace runs outside quotes folded to one space (or one newline); heredoc bodies kept.
+
+    >>> fold_shell("ls   -la \\\\\\n  src")
+    'ls -la src'
+    >>> fold_shell("echo 'a   b'  &&  grep -n  \\"x  y\\" f")
+    'echo \\'a   b\\' && grep -n "x  y" f'
+    """
+    out: list[str] = []
+    quote: str | None = None
+    space = ""  # the pending separator: "", " " or "\n"
+    heredoc = False
+    i, n = 0, len(command)
+    while i < n:
+        ch = command[i]
+        if quote:
+            out.append(ch)
+            if ch == "\\" and quote == '"' and i + 1 < n:
+                out.append(command[i + 1])
+                i += 1
+            elif ch == quote:
+                quote = None
+        elif ch == "\\" and i + 1 < n and command[i + 1] == "\n":
+            space = space or " "  # a line continuation is just a space
+            i += 1
+        elif ch.isspace():
+            space = "\n" if ch == "\n" or space == "\n" else " "
+        else:
+            if space and out:
+                out.append(space)
+                if space == "\n" and heredoc:
+                    # Past a heredoc's first line its body is file content, where spaces matter.
+                    out.append(command[i:].rstrip())
+                    break
+            space = ""
+            heredoc = heredoc or (ch == "<" and out[-1:] == ["<"])
+            out.append(ch)
+            if ch == "\\" and i + 1 < n:
+                out.append(command[i + 1])
+                i += 1
+            elif ch in "'\"":
+                quote = ch
+        i += 1
+    return "".join(out)
+
+
+_CD_PREFIX = re.compile(r"""^cd (?:"([^"]*)"|'([^']*)'|([^\s;&|]+)) ?(?:&&|;) ?""")
+
+
+def normalize_command(command: str, cwd: str | None = None, rule: ShellRule | None = None) -> str:
+    """A shell command folded, with `cd <cwd> &&` dropped and `<cwd>/` prefixes cut.
+
+    >>> normalize_command("cd /repo &&  cat  /repo/a.py", "/repo")
+    'cat a.py'
+    """
+    rule = rule or load_rules().shell
+    command = fold_shell(command)
+    root = posixpath.normpath(cwd) if cwd else ""
+    if not root.startswith("/"):  # without an absolute cwd there is nothing to make relative
+        return command
+    if rule.strip_cd_cwd:
+        match = _CD_PREFIX.match(command)
+        if match and normalize_path(next(g for g in match.groups() if g is not None), root) == ".":
+            command = command[match.end():]
+    if rule.relative_paths and root != "/":
+        # Only whole path tokens: `/repo/a.py` but not `/repository` nor `/x/repo/a.py`.
+        lead = r"(?:^|(?<=[\s'\"=(]))"
+        command = re.sub(lead + re.escape(root) + "/", "", command)
+        command = re.sub(lead + re.escape(root) + r"(?=$|[\s'\";&|)])", ".", command)
+    return command
+
+
+def _canonical_value(key: str, value: Any, rule: ToolRule, cwd: str | None) -> Any:
+    if key in rule.paths:
+        if isinstance(value, str):
+            return normalize_path(value, cwd)
+        if isinstance(value, list):
+            return [normalize_path(v, cwd) if isinstance(v, str) else v for v in value]
+    if key in rule.commands and isinstance(value, str):
+        return normalize_command(value, cwd)
+    return value
+
+
+def canonical_call(call: ToolCall, cwd: str | None = None) -> dict[str, Any]:
+    """One call as `{"name", "arguments"}`: ignored keys and defaults dropped, paths and commands normalised.
+
+    >>> canonical_call(ToolCall(id="x", name="Bash", arguments={"command": "ls  -la", "description": "list"}))
+    {'name': 'Bash', 'arguments': {'command': 'ls -la'}}
+    """
+    rule = load_rules().for_tool(call.name)
+    arguments = {}
+    for key, value in call.arguments.items():
+        if key in rule.ignore:
+            continue
+        value = _canonical_value(key, value, rule, cwd)
+        if key in rule.defaults and value == rule.defaults[key]:
+            continue
+        arguments[key] = value
+    return {"name": call.name, "arguments": arguments}
+
+
+def canonical(action: Action, cwd: str | None = None) -> Canonical:
+    """Canonical JSON of an action: the ordered calls when it has any, else its folded text.
+
+    Text beside tool calls is narration ("Let me look at the tests") that teachers word
+    differently; the calls are what the action does, so only they count.
+
+    >>> canonical(Action(content="Let me see.", tool_calls=[ToolCall(id="1", name="Read",
+    ...     arguments={"file_path": "/repo/./a.py"})]), cwd="/repo")
+    '{"calls":[{"arguments":{"file_path":"a.py"},"name":"Read"}]}'
+    >>> canonical(Action(content="All  tests pass."))
+    '{"text":"all tests pass."}'
+    """
+    if action.tool_calls:
+        form: dict[str, Any] = {"calls": [canonical_call(call, cwd) for call in action.tool_calls]}
+    else:
+        form = {"text": normalize_text(action.content)}
+    return json.dumps(form, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def equivalent(a: Action, b: Action, cwd: str | None = None) -> bool:
+    """Same canonical form.
+
+    >>> bash = lambda **kw: Action(tool_calls=[ToolCall(id="1", name="Bash", arguments=kw)])
+    >>> equivalent(bash(command="ls   -la"), bash(command="ls -la", description="List files"))
+    True
+    >>> equivalent(bash(command="ls -la"), bash(command="ls -l"))
+    False
+    """
+    return canonical(a, cwd) == canonical(b, cwd)
+
+
+def shape(form: Canonical) -> tuple[str, ...]:
+    """The tool names of a canonical form, in order (`("text",)` for text): what must match before
+    two forms may count as similar.
+
+    >>> shape('{"calls":[{"arguments":{},"name":"Read"}]}'), shape('{"text":"hi"}')
+    (('Read',), ('text',))
+    """
+    parsed = json.loads(form)
+    if "calls" in parsed:
+        return tuple(call["name"] for call in parsed["calls"])
+    return ("text",)

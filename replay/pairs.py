@@ -1,0 +1,111 @@
+"""One state, its consensus and the student's action → one row of TRL's explicit conversational
+preference format (`prompt`, `chosen`, `rejected`, `tools`) plus provenance columns.
+
+Rows hold plain Python objects: tool-call `arguments` are dicts, never JSON strings, because
+templates such as Qwen2.5's and Llama 3.1's render `arguments | tojson` unconditionally and would
+print a string argument as a quoted JSON string. `replay.export` stores every message, tool schema
+and the votes with `datasets.Json()`, which keeps each object exactly as written (no key merging,
+no null-filled keys) and gives dicts back on load.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from consensus.methods import compare
+from consensus.result import ConsensusResult
+from ingestion.schema import Action, Proposal, TraceState
+
+PAIR_COLUMNS = ("prompt", "chosen", "rejected", "tools", "state_id", "trace_id", "turn", "source",
+                "student_model", "teachers", "winner_teachers", "votes", "agreement", "method", "cost_usd")
+
+# Thinking is the student's own; it never enters a preference pair, under any of its names.
+_THINKING_KEYS = frozenset({"thinking", "reasoning_content", "reasoning"})
+
+
+def _arguments(arguments: Any) -> Any:
+    if isinstance(arguments, str):
+        try:
+            return json.loads(arguments)
+        except json.JSONDecodeError:
+            return arguments  # not JSON: keep it rather than invent an object
+    return arguments
+
+
+def dataset_message(message: dict[str, Any]) -> dict[str, Any]:
+    """A copy of one chat message fit for the dataset: thinking keys dropped, string arguments parsed.
+
+    >>> m = dataset_message({"role": "assistant", "content": "", "thinking": "hmm", "tool_calls": [
+    ...     {"id": "c", "type": "function", "function": {"name": "Bash", "arguments": '{"command": "ls"}'}}]})
+    >>> sorted(m), m["tool_calls"][0]["function"]["arguments"]
+    (['content', 'role', 'tool_calls'], {'command': 'ls'})
+    """
+    out = {key: value for key, value in message.items() if key not in _THINKING_KEYS}
+    if out.get("tool_calls"):
+        calls = []
+        for call in out["tool_calls"]:
+            function = dict(call.get("function", {}))
+            function["arguments"] = _arguments(function.get("arguments", {}))
+            calls.append({**call, "function": function})
+        out["tool_calls"] = calls
+    return out
+
+
+def action_message(action: Action) -> dict[str, Any]:
+    """An action as one assistant message, thinking left out.
+
+    >>> action_message(Action(content="Done.", thinking="secret"))
+    {'role': 'assistant', 'content': 'Done.'}
+    """
+    return dataset_message(action.to_message())
+
+
+def votes_column(result: ConsensusResult) -> list[dict[str, Any]]:
+    """Weight and teachers per group, winner first; canonical forms left out (they can be whole files).
+
+    >>> votes_column(ConsensusResult(method="vote", reached=False))
+    []
+    """
+    return [{"teachers": group.teachers, "weight": group.weight} for group in result.groups]
+
+
+def build_pair(state: TraceState, result: ConsensusResult, proposals: Sequence[Proposal],
+               cwd: str | None = None) -> dict[str, Any] | None:
+    """The DPO row for a state, or None when the teachers abstained or the student agreed with them.
+
+    `cwd` defaults to the state's `metadata["cwd"]`; it decides path equivalence. `cost_usd` sums
+    the proposals' cost for this state.
+
+    >>> from ingestion.schema import Action
+    >>> state = TraceState(state_id="claude_code:t:0", trace_id="t", turn=0, source="claude_code",
+    ...     messages=[{"role": "system", "content": "sys"}, {"role": "user", "content": "Hi"}],
+    ...     student_action=Action(content="Bye."))
+    >>> result = ConsensusResult(method="vote", reached=True, action=Action(content="Hello!"))
+    >>> row = build_pair(state, result, [])
+    >>> row["chosen"], row["rejected"]
+    ([{'role': 'assistant', 'content': 'Hello!'}], [{'role': 'assistant', 'content': 'Bye.'}])
+    >>> build_pair(state, result.model_copy(update={"action": Action(content="bye.")}), []) is None
+    True
+    """
+    cwd = cwd if cwd is not None else state.metadata.get("cwd")
+    if compare(state.student_action, result, cwd) != "pair":
+        return None
+    return {
+        "prompt": [dataset_message(m) for m in state.messages],
+        "chosen": [action_message(result.action)],  # type: ignore[arg-type]
+        "rejected": [action_message(state.student_action)],
+        "tools": [dict(tool) for tool in state.tools],
+        "state_id": state.state_id,
+        "trace_id": state.trace_id,
+        "turn": state.turn,
+        "source": state.source,
+        "student_model": state.student_model,
+        "teachers": list(result.teachers),
+        "winner_teachers": list(result.winner_teachers),
+        "votes": votes_column(result),
+        "agreement": result.agreement,
+        "method": result.method,
+        "cost_usd": sum(p.cost_usd for p in proposals),
+    }

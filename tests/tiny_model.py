@@ -1,0 +1,96 @@
+"""A tiny tool-calling tokenizer and causal LM, built offline in seconds for the TRL tests.
+
+Nothing is downloaded: a byte-level BPE is trained on a few lines of agent-like text (byte-level,
+so any text still encodes), wrapped as a fast tokenizer with a ChatML-style template that renders
+`tools` and assistant `tool_calls`, and saved beside a randomly initialised 2-layer Llama.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+IM_START, IM_END, PAD = "<|im_start|>", "<|im_end|>", "<|endoftext|>"
+
+# Tool-call arguments render as JSON objects whether they arrive as a dict (what our datasets
+# decode to) or as a JSON string (what OpenAI clients send): a string is trusted as JSON text,
+# the way Qwen3's template does it. The generation prompt is exactly the head of a rendered
+# assistant turn, so the prompt's tokens are a prefix of prompt+completion's tokens.
+CHAT_TEMPLATE = """\
+{%- macro render_args(args) -%}
+{%- if args is string -%}{{ args }}{%- else -%}{{ args | tojson }}{%- endif -%}
+{%- endmacro -%}
+{%- if tools %}
+{{- '<|im_start|>system\\n' }}
+{%- if messages[0].role == 'system' %}{{ messages[0].content ~ '\\n\\n' }}{% endif %}
+{{- '# Tools\\n<tools>' }}
+{%- for tool in tools %}{{ '\\n' ~ (tool | tojson) }}{% endfor %}
+{{- '\\n</tools><|im_end|>\\n' }}
+{%- elif messages[0].role == 'system' %}
+{{- '<|im_start|>system\\n' ~ messages[0].content ~ '<|im_end|>\\n' }}
+{%- endif %}
+{%- for message in messages %}
+{%- if message.role == 'system' and loop.first %}
+{%- elif message.role == 'assistant' %}
+{{- '<|im_start|>assistant\\n' ~ (message.content or '') }}
+{%- for call in (message.tool_calls or []) %}
+{%- set fn = call.function if call.function is defined else call %}
+{{- '<tool_call>{"name": "' ~ fn.name ~ '", "arguments": ' ~ render_args(fn.arguments) ~ '}</tool_call>' }}
+{%- endfor %}
+{{- '<|im_end|>\\n' }}
+{%- elif message.role == 'tool' %}
+{{- '<|im_start|>tool\\n' ~ message.content ~ '<|im_end|>\\n' }}
+{%- else %}
+{{- '<|im_start|>' ~ message.role ~ '\\n' ~ message.content ~ '<|im_end|>\\n' }}
+{%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}
+"""
+
+_CORPUS = [
+    "You are a coding agent. Use the tools to inspect and change the repository.",
+    'Run the tests and fix the failing one. <tool_call>{"name": "Bash", "arguments": {"command": "ls -la"}}',
+    '{"type": "function", "function": {"name": "Read", "parameters": {"file_path": "src/app.py"}}}',
+    "def main():\n    return 0\n\nimport os, sys, json\nclass Config:\n    pass\n",
+    "pytest -q tests/test_app.py\n3 passed, 1 failed in 0.12s\nAssertionError: expected 2 got 3",
+    "The bug is in parse(); the loop stops one item early. I will edit the file.",
+]
+
+
+def build_tokenizer(out_dir: str | Path):
+    """Train the byte-level BPE, attach the chat template, save it to `out_dir`; returns the tokenizer."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=512, special_tokens=[PAD, IM_START, IM_END],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    bpe.train_from_iterator(_CORPUS * 4, trainer)
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token=IM_END, pad_token=PAD,
+                                        chat_template=CHAT_TEMPLATE)
+    tokenizer.save_pretrained(str(out_dir))
+    return tokenizer
+
+
+def build_model(out_dir: str | Path, tokenizer, seed: int = 0):
+    """A randomly initialised 2-layer Llama sized to `tokenizer`, saved to `out_dir`; returns the model."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                         max_position_embeddings=4096, pad_token_id=tokenizer.pad_token_id,
+                         eos_token_id=tokenizer.eos_token_id, bos_token_id=None)
+    model = LlamaForCausalLM(config)
+    model.save_pretrained(str(out_dir))
+    return model
+
+
+def build_tiny(out_dir: str | Path) -> Path:
+    """Tokenizer and model side by side in one folder, loadable with `from_pretrained(out_dir)`."""
+    path = Path(out_dir)
+    path.mkdir(parents=True, exist_ok=True)
+    build_model(path, build_tokenizer(path))
+    return path
