@@ -2,23 +2,30 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ingestion.options import IngestOptions
-from ingestion.schema import TraceState
+from ingestion.schema import ReplayError, TraceState
 from ingestion.sources import find_files, iter_states
 from ingestion.stats import IngestStats
+from replay.options import PoolOptions, RunConfig
 from replay.report import Report, write_json
+
+if TYPE_CHECKING:
+    from teachers.pool import TeacherPool
 
 STATES_FILE = "states.jsonl"
 REPORT_FILE = "report.json"
+PROPOSALS_FILE = "proposals.jsonl"
 
 
 @contextmanager
@@ -62,8 +69,127 @@ def load_states(path: Path) -> Iterator[TraceState]:
                 yield TraceState.model_validate(orjson.loads(line))
 
 
-def dry_run(source: Path, out: Path, options: IngestOptions, console: Console | None = None) -> Report:
-    report, _ = ingest_to_file(source, out, options, console)
-    report.dry_run = True
-    write_json(out / REPORT_FILE, report.model_dump())
+def run(config: RunConfig, console: Console | None = None) -> Report:
+    """The whole run: ingest, then (unless --dry-run or no teachers) ask, decide, pair and export."""
+    console = console or Console(stderr=True)
+    report, _ = ingest_to_file(config.source, config.out, config.ingest, console)
+    report.dry_run = config.dry_run
+    if config.pool is not None:
+        pool = build_pool(config.pool)
+        try:
+            if config.dry_run:
+                report.extra["estimate"] = estimate_run(pool, config.out / STATES_FILE)
+            else:
+                asyncio.run(_replay(config, pool, report, console))
+        finally:
+            pool.cache.close()
+    write_json(config.out / REPORT_FILE, report.model_dump())
     return report
+
+
+def build_pool(options: PoolOptions) -> TeacherPool:
+    from teachers.cache import ResponseCache
+    from teachers.pool import TeacherPool
+    from teachers.registry import parse_pool
+
+    return TeacherPool(parse_pool(options.teachers), cache=ResponseCache(options.cache),
+                       concurrency=options.concurrency, per_teacher=options.per_teacher,
+                       timeout=options.timeout, samples=options.samples, max_cost=options.max_cost,
+                       redact=options.redact, allow_same_family=options.allow_same_family)
+
+
+def estimate_run(pool: TeacherPool, states_path: Path) -> dict[str, dict[str, float]]:
+    """--dry-run with teachers: tokens and USD each teacher would cost; calls nothing."""
+    totals: dict[str, dict[str, float]] = {}
+    for state in load_states(states_path):
+        for est in pool.estimate(state):
+            row = totals.setdefault(est.teacher, {"calls": 0, "cached": 0, "prompt_tokens": 0,
+                                                  "completion_tokens": 0, "cost_usd": 0.0})
+            row["calls"] += est.calls
+            row["cached"] += est.cached
+            row["prompt_tokens"] += est.prompt_tokens * est.calls
+            row["completion_tokens"] += est.completion_tokens * est.calls
+            row["cost_usd"] += est.cost_usd
+    return totals
+
+
+async def _replay(config: RunConfig, pool: TeacherPool, report: Report, console: Console) -> None:
+    from replay.ask import Judge
+    from replay.replay import replay_states
+    from teachers.registry import parse_pool
+
+    judge = None
+    if config.consensus.method == "judge":
+        if not config.consensus.judge:
+            raise ReplayError("--consensus judge needs --judge MODEL")
+        judge = Judge(parse_pool(config.consensus.judge)[0], pool.cache, pool)
+    with _progress(report.states, "teachers", console) as (bar, task):
+        def tick() -> None:
+            stats = pool.stats
+            bar.update(task, advance=1, info=f"calls {stats.made} · cached {stats.cached} · "
+                                             f"failed {stats.failed} · ${stats.cost_usd:.4f}")
+
+        outcomes = await replay_states(load_states(config.out / STATES_FILE), pool, config.consensus,
+                                       judge, on_state=tick)
+    proposals = (p.model_dump(mode="json") for p in outcomes.ordered_proposals())
+    write_jsonl(config.out / PROPOSALS_FILE, proposals)
+    _fill_report(report, pool, outcomes, judge)
+    export_pairs(config, outcomes.ordered_rows(), report)
+
+
+def _fill_report(report: Report, pool: TeacherPool, outcomes: Any, judge: Any) -> None:
+    pool_report = pool.stats.to_report()
+    report.teacher_calls = pool_report["teacher_calls"]
+    report.excluded_same_family = pool_report["excluded_same_family"]
+    report.redactions = pool_report["redactions"]
+    report.tokens = pool_report["tokens"]
+    report.cost_usd = pool_report["cost_usd"]
+    report.extra["per_teacher"] = pool_report["per_teacher"]
+    verdicts = outcomes.verdicts
+    report.states_all_teachers_excluded = verdicts["all_teachers_excluded"]
+    report.consensus = {"reached": verdicts["agree"] + verdicts["pair"], "abstained": verdicts["abstained"]}
+    report.agree, report.pairs = verdicts["agree"], verdicts["pair"]
+    report.extra["early_stop"] = {"calls_saved": outcomes.calls_saved,
+                                  "usd_saved": round(outcomes.usd_saved, 6)}
+    if judge is not None:
+        report.extra["judge_calls"] = judge.calls
+        report.cost_usd = round(report.cost_usd + judge.cost_usd, 6)
+
+
+def export_pairs(config: RunConfig, rows: list[dict[str, Any]], report: Report) -> None:
+    """Pre-flight (optional), then the dataset, pairs.jsonl and the dataset card."""
+    from replay.export import export_dataset, push_to_hub, write_card
+
+    if config.export.preflight_tokenizer:
+        from replay.preflight import preflight
+
+        rows, dropped = preflight(rows, config.export.preflight_tokenizer, config.export.max_length)
+        report.preflight_dropped = sum(dropped.values())
+        report.extra["preflight_dropped_by_reason"] = dict(dropped)
+    export_dataset(rows, config.out)
+    report.extra["dataset_rows"] = len(rows)
+    write_card(config.out, _card_info(config, rows, report))
+    if config.export.push_to_hub:
+        push_to_hub(config.out, config.export.push_to_hub)
+
+
+def _card_info(config: RunConfig, rows: list[dict[str, Any]], report: Report) -> dict[str, Any]:
+    teachers = sorted(report.extra.get("per_teacher", {}))
+    return {
+        "pairs": len(rows), "sources": [str(config.source)],
+        "student_models": sorted({r["student_model"] for r in rows if r.get("student_model")}),
+        "teachers": teachers, "excluded_teachers": report.excluded_same_family,
+        "method": config.consensus.method, "min_agreement": config.consensus.min_agreement,
+        "counts": {"states": report.states, "all_teachers_excluded": report.states_all_teachers_excluded,
+                   "abstained": report.consensus["abstained"], "agree": report.agree,
+                   "pairs": report.pairs, "preflight_dropped": report.preflight_dropped},
+        "cost_usd": report.cost_usd, "command": config.command,
+    }
+
+
+def write_jsonl(path: Path, records: Iterable[dict[str, Any]]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as handle:
+        for record in records:
+            handle.write(orjson.dumps(record) + b"\n")
+    os.replace(tmp, path)

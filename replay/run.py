@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 
 from ingestion.options import DEFAULT_MAX_MESSAGE_CHARS, DEFAULT_MAX_PROMPT_TOKENS, IngestOptions
 from ingestion.schema import ReplayError
+from replay.options import ConsensusOptions, ExportOptions, PoolOptions, RunConfig
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -15,42 +17,104 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m replay.run",
         description="Turn Claude Code sessions or SWE-bench rollouts into DPO pairs: a pool of teacher "
                     "LLMs answers every assistant turn; their consensus is `chosen`, the student's "
-                    "real action `rejected`.")
+                    "real action `rejected`.",
+        epilog="example: python -m replay.run --source ~/.claude/projects --teachers gpt-5,deepseek")
     parser.add_argument("--source", type=Path, required=True,
                         help="a session .jsonl, a project folder, or ~/.claude/projects (searched "
                              "recursively); rollout dirs from collect.run work too")
     parser.add_argument("--out", type=Path, default=Path("replay-out"),
                         help="output folder (default: ./replay-out)")
     parser.add_argument("--dry-run", action="store_true",
-                        help="ingest and estimate only: write states.jsonl and report.json, call nothing")
-    ingest = parser.add_argument_group("ingestion")
-    ingest.add_argument("--include-subagents", action="store_true",
-                        help="also read subagent / sidechain transcripts as traces of their own")
-    ingest.add_argument("--max-states", type=int, default=None, metavar="N",
-                        help="stop after N states")
-    ingest.add_argument("--max-message-chars", type=int, default=DEFAULT_MAX_MESSAGE_CHARS, metavar="N",
-                        help=f"cut any message longer than this to head + tail "
-                             f"(default {DEFAULT_MAX_MESSAGE_CHARS})")
-    ingest.add_argument("--max-prompt-tokens", type=int, default=DEFAULT_MAX_PROMPT_TOKENS, metavar="N",
-                        help=f"drop the oldest turns of prompts estimated over this "
-                             f"(default {DEFAULT_MAX_PROMPT_TOKENS}, fits a 128k-token teacher)")
+                        help="ingest and estimate only: write states.jsonl and report.json (with tokens "
+                             "and USD per teacher when --teachers is given), call nothing")
+    _ingest_flags(parser.add_argument_group("ingestion"))
+    _teacher_flags(parser.add_argument_group("teachers"))
+    _consensus_flags(parser.add_argument_group("consensus"))
+    _export_flags(parser.add_argument_group("output"))
     return parser
 
 
-def ingest_options(args: argparse.Namespace) -> IngestOptions:
-    return IngestOptions(include_subagents=args.include_subagents, max_states=args.max_states,
-                         max_message_chars=args.max_message_chars, max_prompt_tokens=args.max_prompt_tokens)
+def _ingest_flags(group: argparse._ArgumentGroup) -> None:
+    group.add_argument("--include-subagents", action="store_true",
+                       help="also read subagent / sidechain transcripts as traces of their own")
+    group.add_argument("--max-states", type=int, default=None, metavar="N", help="stop after N states")
+    group.add_argument("--max-message-chars", type=int, default=DEFAULT_MAX_MESSAGE_CHARS, metavar="N",
+                       help=f"cut any message longer than this to head + tail (default "
+                            f"{DEFAULT_MAX_MESSAGE_CHARS})")
+    group.add_argument("--max-prompt-tokens", type=int, default=DEFAULT_MAX_PROMPT_TOKENS, metavar="N",
+                       help=f"drop the oldest turns of prompts estimated over this (default "
+                            f"{DEFAULT_MAX_PROMPT_TOKENS}, fits a 128k-token teacher)")
+
+
+def _teacher_flags(group: argparse._ArgumentGroup) -> None:
+    group.add_argument("--teachers", metavar="POOL",
+                       help="comma-separated: aliases from configs/teachers.toml (gpt-5, deepseek, ...), "
+                            "litellm model strings, or name=openai/<model>@http://host:port/v1")
+    group.add_argument("--cache", type=Path, default=None,
+                       help="SQLite response cache (default: $REPLAY_CACHE or the user cache dir)")
+    group.add_argument("--concurrency", type=int, default=16, help="calls in flight, all teachers (16)")
+    group.add_argument("--per-teacher", type=int, default=8, help="calls in flight per teacher (8)")
+    group.add_argument("--samples", type=int, default=1, metavar="N", help="answers per teacher per state")
+    group.add_argument("--timeout", type=float, default=120.0, metavar="S", help="seconds per attempt")
+    group.add_argument("--max-cost", type=float, default=None, metavar="USD",
+                       help="stop making new calls once this much is spent (cache hits stay free)")
+    group.add_argument("--allow-same-family", action="store_true",
+                       help="let teachers of the student's own family vote (off: they are excluded)")
+    group.add_argument("--no-redact", action="store_true",
+                       help="send sessions as they are (default: secrets are redacted first)")
+
+
+def _consensus_flags(group: argparse._ArgumentGroup) -> None:
+    group.add_argument("--consensus", choices=["vote", "similarity", "judge"], default="vote",
+                       help="vote: strict majority of equivalent actions (default); similarity: medoid "
+                            "of the largest near-equal group; judge: an LLM picks, blind")
+    group.add_argument("--min-agreement", type=float, default=0.5, metavar="F",
+                       help="the winning group must hold more than this share of the voters (0.5)")
+    group.add_argument("--judge", metavar="MODEL", help="the judge for --consensus judge (alias or model)")
+    group.add_argument("--early-stop", action="store_true",
+                       help="ask teachers one at a time, cheapest first, and stop once the rest cannot "
+                            "change the outcome (saves calls; ablations then lack the skipped answers)")
+
+
+def _export_flags(group: argparse._ArgumentGroup) -> None:
+    group.add_argument("--preflight-tokenizer", metavar="PATH",
+                       help="drop pairs this tokenizer's chat template cannot render as prompt-prefix "
+                            "of chosen/rejected, or longer than --max-length")
+    group.add_argument("--max-length", type=int, default=None, metavar="N",
+                       help="with --preflight-tokenizer: drop pairs longer than N tokens")
+    group.add_argument("--push-to-hub", metavar="REPO", help="also push the dataset to the Hugging Face Hub")
+
+
+def config_from_args(args: argparse.Namespace, argv: list[str]) -> RunConfig:
+    if not args.teachers and not args.dry_run:
+        raise ReplayError("no teachers: pass --teachers (e.g. --teachers gpt-5,deepseek), or --dry-run "
+                          "to only ingest")
+    pool = None
+    if args.teachers:
+        pool = PoolOptions(teachers=args.teachers, cache=args.cache, concurrency=args.concurrency,
+                           per_teacher=args.per_teacher, samples=args.samples, timeout=args.timeout,
+                           max_cost=args.max_cost, allow_same_family=args.allow_same_family,
+                           redact=not args.no_redact)
+    return RunConfig(
+        source=args.source, out=args.out, dry_run=args.dry_run, pool=pool,
+        ingest=IngestOptions(include_subagents=args.include_subagents, max_states=args.max_states,
+                             max_message_chars=args.max_message_chars,
+                             max_prompt_tokens=args.max_prompt_tokens),
+        consensus=ConsensusOptions(method=args.consensus, min_agreement=args.min_agreement,
+                                   judge=args.judge, early_stop=args.early_stop),
+        export=ExportOptions(preflight_tokenizer=args.preflight_tokenizer, max_length=args.max_length,
+                             push_to_hub=args.push_to_hub),
+        command=shlex.join(["python", "-m", "replay.run", *argv]))
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
-    from replay.pipeline import dry_run
+    from replay.pipeline import run
     from replay.summary import print_summary
 
     try:
-        if not args.dry_run:
-            raise ReplayError("teachers are not wired yet: run with --dry-run to ingest and inspect states")
-        report = dry_run(args.source, args.out, ingest_options(args))
+        report = run(config_from_args(args, argv))
     except ReplayError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -50,6 +50,23 @@ def chat_completion(content: str = "", tool_calls: list[dict[str, Any]] | None =
                       "total_tokens": prompt_tokens + completion_tokens}, **extra}
 
 
+def error_body(message: str = "error", kind: str = "server_error", code: str | None = None) -> dict[str, Any]:
+    """An OpenAI-style error body."""
+    return {"error": {"message": message, "type": kind, "code": code}}
+
+
+def scripted(*replies: Reply) -> Responder:
+    """A responder that answers with `replies` in order, then repeats the last one (thread-safe)."""
+    lock = threading.Lock()
+    remaining = list(replies)
+
+    def respond(request: dict[str, Any]) -> Reply:
+        with lock:
+            return remaining.pop(0) if len(remaining) > 1 else remaining[0]
+
+    return respond
+
+
 class LLMServer:
     """`with LLMServer(responder) as server:` → `server.url` is `http://127.0.0.1:PORT/v1`."""
 
@@ -60,7 +77,9 @@ class LLMServer:
         self._lock = threading.Lock()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        # serve_forever polls for shutdown every 0.5 s by default: that was the cost of every `with`.
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02},
+                                        daemon=True)
 
     @property
     def url(self) -> str:

@@ -1,0 +1,84 @@
+"""What a run did, per instance and in total; written as DIR/report.json."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from pathlib import Path
+
+import orjson
+from pydantic import BaseModel, Field
+
+ErrorKind = str   # invalid_instance, image_not_found, container_error, student_error, runtime_error,
+                  # evaluation_error, interrupted, internal_error
+
+
+class InstanceOutcome(BaseModel):
+    instance_id: str
+    rollout_file: str | None = None        # relative to DIR; None when no container was started
+    exit_status: str | None = None
+    turns: int = 0
+    turns_with_token_ids: int = 0
+    reward: float | None = None
+    resolved: bool | None = None
+    error_kind: ErrorKind | None = None
+    error: str | None = None
+    elapsed_s: float = 0.0
+
+
+class RunReport(BaseModel):
+    run_id: str
+    student_model: str
+    student_url: str
+    evaluate: bool
+    started_at: str
+    finished_at: str | None = None
+    interrupted: bool = False
+    instances: int = 0                     # rows in the instances file
+    rollouts: int = 0                      # rollout files written
+    ok: int = 0                            # rollouts that ended without an error
+    turns: int = 0
+    turns_with_token_ids: int = 0
+    exit_status: dict[str, int] = Field(default_factory=dict)
+    errors: dict[ErrorKind, int] = Field(default_factory=dict)
+    evaluated: int = 0
+    resolved: int = 0
+    outcomes: list[InstanceOutcome] = Field(default_factory=list)
+
+    def add(self, outcome: InstanceOutcome) -> None:
+        """Fold one instance in (called from one thread at a time)."""
+        self.outcomes.append(outcome)
+        self.rollouts += outcome.rollout_file is not None
+        self.ok += outcome.error_kind is None
+        self.turns += outcome.turns
+        self.turns_with_token_ids += outcome.turns_with_token_ids
+        if outcome.exit_status:
+            self.exit_status = dict(Counter(self.exit_status) + Counter([outcome.exit_status]))
+        if outcome.error_kind:
+            self.errors = dict(Counter(self.errors) + Counter([outcome.error_kind]))
+        self.evaluated += outcome.reward is not None
+        self.resolved += bool(outcome.resolved)
+
+    def summary(self) -> str:
+        """One line for the terminal.
+
+        >>> RunReport(run_id="r", student_model="m", student_url="u", evaluate=False, started_at="t",
+        ...           instances=2, rollouts=1, ok=1, turns=3, errors={"image_not_found": 1}).summary()
+        '2 instances: 1 rollouts (1 ok), 3 turns (0 with token ids); errors: image_not_found=1'
+        """
+        text = (f"{self.instances} instances: {self.rollouts} rollouts ({self.ok} ok), {self.turns} turns "
+                f"({self.turns_with_token_ids} with token ids)")
+        if self.evaluate:
+            text += f"; resolved {self.resolved}/{self.evaluated} evaluated"
+        if self.errors:
+            text += "; errors: " + ", ".join(f"{kind}={n}" for kind, n in sorted(self.errors.items()))
+        return text + ("; INTERRUPTED" if self.interrupted else "")
+
+
+def write_report(report: RunReport, path: Path) -> None:
+    """Atomically: a reader never sees half a report."""
+    outcomes = sorted(report.outcomes, key=lambda outcome: outcome.instance_id)
+    data = report.model_copy(update={"outcomes": outcomes}).model_dump(mode="json")
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n")
+    os.replace(tmp, path)

@@ -1,0 +1,154 @@
+"""Collected SWE-bench rollouts (`*.rollout.jsonl`, written by collect.run) → TraceStates.
+
+One state per student turn: `messages` are the turn's request messages (messages[0] is the agent's own
+system prompt), `tools` the agent's tool schemas, `student_action` the student's reply, and the
+metadata carries what RL-style training needs: token ids, logprobs and the rollout's reward.
+The format is defined in collect/records.py and documented in collect/ROLLOUT_FORMAT.md.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from collect.records import FORMAT, SUFFIX, FinalRecord, RolloutHeader, TurnRecord
+from ingestion.schema import Action, ToolCall, TraceState, make_state_id
+from ingestion.stats import IngestStats
+
+SOURCE = "swebench_rollout"
+
+
+def is_rollout_file(path: Path | str) -> bool:
+    """A collected rollout, by name (what `replay.run --source DIR` routes here).
+
+    >>> is_rollout_file("out/astropy__astropy-12907.rollout.jsonl"), is_rollout_file("session.jsonl")
+    (True, False)
+    """
+    return str(path).endswith(SUFFIX)
+
+
+def parse_arguments(raw: Any) -> dict[str, Any]:
+    """Tool-call arguments as a dict; a string the student got wrong is kept whole under `_raw_arguments`.
+
+    >>> parse_arguments('{"command": "ls"}'), parse_arguments('{"command": "ls"')
+    ({'command': 'ls'}, {'_raw_arguments': '{"command": "ls"'})
+    """
+    if isinstance(raw, dict):
+        return raw
+    try:
+        value = json.loads(raw) if isinstance(raw, str) and raw.strip() else {}
+    except json.JSONDecodeError:
+        return {"_raw_arguments": raw}
+    return value if isinstance(value, dict) else {"_raw_arguments": raw}
+
+
+def to_trace_message(message: dict[str, Any]) -> dict[str, Any]:
+    """A request message in TraceState form: tool-call arguments parsed, never JSON strings.
+
+    >>> to_trace_message({"role": "assistant", "content": "", "tool_calls": [
+    ...     {"id": "c", "type": "function", "function": {"name": "bash", "arguments": '{"command": "ls"}'}}]})
+    {'role': 'assistant', 'content': '', 'tool_calls': [{'id': 'c', 'type': 'function', \
+'function': {'name': 'bash', 'arguments': {'command': 'ls'}}}]}
+    """
+    if not message.get("tool_calls"):
+        return dict(message)
+    calls = [{**call, "function": {**call.get("function", {}),
+                                   "arguments": parse_arguments(call.get("function", {}).get("arguments"))}}
+             for call in message["tool_calls"]]
+    return {**message, "tool_calls": calls}
+
+
+def student_action(turn: TurnRecord) -> Action:
+    """The student's reply as an Action (reasoning kept as `thinking`, never sent to teachers).
+
+    >>> student_action(TurnRecord(turn=0, messages=[], response={"role": "assistant", "content": "done"}))
+    Action(content='done', tool_calls=[], thinking=None)
+    """
+    calls = [ToolCall(id=call.get("id") or f"call_{index}", name=call.get("function", {}).get("name") or "",
+                      arguments=parse_arguments(call.get("function", {}).get("arguments")))
+             for index, call in enumerate(turn.response.get("tool_calls") or [])]
+    content = turn.response.get("content")
+    return Action(content=content if isinstance(content, str) else "", tool_calls=calls,
+                  thinking=turn.reasoning)
+
+
+def build_state(header: RolloutHeader, turn: TurnRecord, final: FinalRecord | None, file: str) -> TraceState:
+    """One TraceState from a turn of a rollout (pure)."""
+    metadata = {
+        "instance_id": header.instance_id, "rollout_id": header.rollout_id, "run_id": header.run_id,
+        "repo": header.repo, "image": header.image, "file": file,
+        "reward": final.reward if final else None, "resolved": final.resolved if final else None,
+        "exit_status": final.exit_status if final else None,
+        "finish_reason": turn.finish_reason, "prompt_token_ids": turn.prompt_token_ids,
+        "completion_token_ids": turn.completion_token_ids, "logprobs": turn.logprobs,
+    }
+    return TraceState(
+        state_id=make_state_id(SOURCE, header.rollout_id, turn.turn), trace_id=header.rollout_id,
+        turn=turn.turn, source=SOURCE, messages=[to_trace_message(m) for m in turn.messages],
+        tools=header.tools, student_action=student_action(turn), student_model=header.student_model,
+        metadata=metadata)
+
+
+Records = tuple[RolloutHeader | None, list[TurnRecord], FinalRecord | None]
+
+
+def _read(path: Path, stats: IngestStats) -> Records:
+    name = str(path)
+    header: RolloutHeader | None = None
+    final: FinalRecord | None = None
+    turns: list[TurnRecord] = []
+    seen: set[int] = set()
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, 1):
+            stats.lines += 1
+            if not raw.strip():
+                continue
+            try:
+                record = json.loads(raw.decode("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError):
+                stats.problem(name, number, "invalid_json")   # e.g. the last line of a killed run
+                continue
+            kind = record.get("type") if isinstance(record, dict) else None
+            kind = kind if isinstance(kind, str) else "<missing>"
+            stats.record_types[kind] += 1
+            try:
+                if kind == "header" and header is None:
+                    header = RolloutHeader.model_validate(record)
+                elif kind == "turn":
+                    turn = TurnRecord.model_validate(record)
+                    if turn.turn in seen:
+                        stats.problem(name, number, "duplicate_turn")
+                        continue
+                    seen.add(turn.turn)
+                    turns.append(turn)
+                elif kind == "final":
+                    final = FinalRecord.model_validate(record)
+                else:
+                    stats.skipped_records[kind] += 1
+            except ValidationError:
+                stats.problem(name, number, f"invalid_{kind}_record")
+    return header, turns, final
+
+
+def iter_rollout_states(path: Path | str, stats: IngestStats) -> Iterator[TraceState]:
+    """The states of one rollout file, in turn order. Bad lines are counted in `stats`, never raised."""
+    path = Path(path)
+    stats.files += 1
+    try:
+        header, turns, final = _read(path, stats)
+    except OSError:
+        stats.problem(str(path), None, "unreadable_file", action="file")
+        return
+    if header is None or header.format != FORMAT:
+        stats.problem(str(path), None, "no_rollout_header", action="file")
+        return
+    if final is None:   # a run still going, or killed: the turns are good, the reward unknown
+        stats.problem(str(path), None, "no_final_record", action="repaired")
+    stats.traces += 1
+    for turn in sorted(turns, key=lambda t: t.turn):
+        stats.states += 1
+        yield build_state(header, turn, final, str(path))

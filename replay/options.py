@@ -1,0 +1,44 @@
+"""Everything a run is configured by, gathered from the flags in one validated object."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ingestion.options import IngestOptions
+from ingestion.schema import StrictModel
+
+
+class PoolOptions(StrictModel):
+    teachers: str
+    cache: Path | None = None
+    concurrency: int = 16
+    per_teacher: int = 8
+    samples: int = 1
+    timeout: float = 120.0
+    max_cost: float | None = None
+    allow_same_family: bool = False
+    redact: bool = True
+
+
+class ConsensusOptions(StrictModel):
+    method: str = "vote"
+    min_agreement: float = 0.5
+    judge: str | None = None
+    early_stop: bool = False
+
+
+class ExportOptions(StrictModel):
+    preflight_tokenizer: str | None = None
+    max_length: int | None = None
+    push_to_hub: str | None = None
+
+
+class RunConfig(StrictModel):
+    source: Path
+    out: Path
+    dry_run: bool = False
+    ingest: IngestOptions = IngestOptions()
+    pool: PoolOptions | None = None
+    consensus: ConsensusOptions = ConsensusOptions()
+    export: ExportOptions = ExportOptions()
+    command: str = ""

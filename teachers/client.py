@@ -1,0 +1,202 @@
+"""One teacher call through litellm, under exactly one retry policy, and the parse of its answer.
+
+litellm and the OpenAI client under it retry on their own by default (a 429 twice, silently), so both
+are switched off (`num_retries=0`, `max_retries=0`) and tenacity alone decides: exponential backoff
+with full jitter, `Retry-After` honoured up to a cap, and never a retry of an error that would only
+fail again (auth, permission, not found, bad request, context window, exhausted quota).
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import os
+import random
+import re
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
+from tenacity.wait import wait_random_exponential
+
+from ingestion.schema import Action, ToolCall
+from teachers.llm import load_litellm
+from teachers.registry import TeacherSpec
+
+_THINK = re.compile(r"<think>(.*?)(?:</think>|$)", re.S)
+_OWN_ARGUMENTS = frozenset({"model", "messages", "tools", "timeout", "num_retries", "max_retries", "stream",
+                            "api_base", "api_key"})
+_CONNECTION = re.compile(r"connection error|connection refused|cannot connect", re.I)
+# A 429 that means "out of credit", not "slow down": waiting will not fix it.
+_NO_QUOTA = re.compile(r"insufficient_quota|exceeded your current quota|billing", re.I)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How hard to try: `attempts` in all; waits grow from `base_wait`, never above `max_wait`."""
+
+    attempts: int = 5
+    base_wait: float = 1.0
+    max_wait: float = 60.0
+
+
+def _headers(error: BaseException) -> dict[str, str]:
+    # litellm keeps the provider's response headers on `litellm_response_headers`; its rebuilt
+    # `error.response` has them empty for a 429 (measured with the loopback server).
+    for source in (getattr(error, "litellm_response_headers", None),
+                   getattr(getattr(error, "response", None), "headers", None),
+                   getattr(error, "headers", None)):
+        if source:
+            return {str(k).lower(): str(v) for k, v in dict(source).items()}
+    return {}
+
+
+def retry_after(error: BaseException | None) -> float | None:
+    """Seconds the server asked us to wait (`retry-after-ms`, `retry-after` seconds or HTTP date).
+
+    >>> class E(Exception): litellm_response_headers = {"Retry-After": "2"}
+    >>> retry_after(E()), retry_after(ValueError())
+    (2.0, None)
+    """
+    if error is None:
+        return None
+    headers = _headers(error)
+    try:
+        if "retry-after-ms" in headers:
+            return max(float(headers["retry-after-ms"]) / 1000, 0.0)
+        if "retry-after" in headers:
+            value = headers["retry-after"].strip()
+            if re.fullmatch(r"\d+(\.\d+)?", value):
+                return float(value)
+            when = email.utils.parsedate_to_datetime(value)
+            return max(when.timestamp() - time.time(), 0.0)
+    except (TypeError, ValueError):
+        return None
+    return None
+
+
+def is_retryable(error: BaseException) -> bool:
+    """Rate limits (not exhausted quota), 5xx, timeouts and connection errors; nothing else.
+
+    >>> is_retryable(TimeoutError()), is_retryable(ValueError("bad"))
+    (True, False)
+    """
+    import openai
+
+    status = getattr(error, "status_code", None)
+    if isinstance(error, openai.APIConnectionError | TimeoutError | ConnectionError):
+        return True  # litellm's Timeout and APIConnectionError land here
+    if status == 429:
+        return not _NO_QUOTA.search(str(error))
+    return isinstance(status, int) and (status >= 500 or status == 408)
+
+
+def error_kind(error: BaseException) -> str:
+    """A short, stable reason for a failed call, used in `Proposal.error`.
+
+    >>> error_kind(TimeoutError()), error_kind(KeyError("x"))
+    ('timeout', 'error')
+    """
+    litellm = load_litellm()
+    status = getattr(error, "status_code", None)
+    if isinstance(error, litellm.Timeout | TimeoutError) or status == 408:
+        return "timeout"
+    if isinstance(error, litellm.ContextWindowExceededError):
+        return "context_window"
+    if isinstance(error, litellm.APIConnectionError | ConnectionError) or _CONNECTION.search(str(error)):
+        return "connection"  # litellm reports a refused connection as a 500 "Connection error."
+    kinds = {401: "auth", 403: "permission", 404: "not_found", 400: "bad_request", 422: "bad_request",
+             429: "rate_limit"}
+    if status in kinds:
+        return kinds[status]
+    return "server_error" if isinstance(status, int) and status >= 500 else "error"
+
+
+def _wait(policy: RetryPolicy) -> Any:
+    backoff = wait_random_exponential(multiplier=policy.base_wait, max=policy.max_wait)
+
+    def wait(state: RetryCallState) -> float:
+        hinted = retry_after(state.outcome.exception() if state.outcome else None)
+        if hinted is not None:
+            # Up to 10% on top, so the tasks one 429 stopped together do not all return together.
+            return min(hinted * (1 + 0.1 * random.random()), policy.max_wait)
+        return backoff(state)
+
+    return wait
+
+
+def api_key_for(spec: TeacherSpec) -> str | None:
+    """The key to send: the spec's own; for a custom endpoint without one, `REPLAY_ENDPOINT_API_KEY` or a
+    dummy, never the provider's env key (that would hand OPENAI_API_KEY to whatever host api_base names)."""
+    if spec.api_key is not None:
+        return spec.api_key.get_secret_value()
+    if spec.api_base:
+        return os.environ.get("REPLAY_ENDPOINT_API_KEY", "EMPTY")
+    return None  # litellm reads the provider's usual environment variable
+
+
+async def complete(spec: TeacherSpec, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *,
+                   timeout: float, policy: RetryPolicy, on_retry: Any = None) -> dict[str, Any]:
+    """The chat.completion body (a plain dict) for one call; raises the last error when all attempts fail."""
+    litellm = load_litellm()
+    # The call's own arguments win: a `timeout` or `num_retries` in params would be a TypeError.
+    kwargs: dict[str, Any] = {k: v for k, v in spec.params.items() if k not in _OWN_ARGUMENTS}
+    if tools:
+        kwargs["tools"] = tools
+    if spec.api_base:
+        kwargs["api_base"] = spec.api_base
+    key = api_key_for(spec)
+    if key is not None:
+        kwargs["api_key"] = key
+
+    async def attempt() -> Any:
+        return await litellm.acompletion(model=spec.model, messages=messages, timeout=timeout,
+                                         num_retries=0, max_retries=0, **kwargs)
+
+    retrying = AsyncRetrying(stop=stop_after_attempt(max(policy.attempts, 1)), wait=_wait(policy),
+                             retry=retry_if_exception(is_retryable), reraise=True,
+                             before_sleep=(lambda state: on_retry()) if on_retry else None)
+    response = await retrying(attempt)
+    return response.model_dump(mode="json", exclude_none=True)
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, list):  # content parts
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+    return content or ""
+
+
+def parse_action(message: dict[str, Any]) -> tuple[Action | None, str | None]:
+    """(action, None) from an assistant message, or (None, reason) when it is not a usable answer.
+
+    Reasoning goes to `thinking`, never `content` (`reasoning_content`, or `<think>` inline as some
+    OpenAI-compatible servers send it). Tool arguments must decode to a JSON object.
+
+    >>> call = {"id": "c", "function": {"name": "Bash", "arguments": '{"command": "ls"}'}}
+    >>> parse_action({"content": "<think>hmm</think>ok", "tool_calls": [call]})[0].model_dump()
+    {'content': 'ok', 'tool_calls': [{'id': 'c', 'name': 'Bash', 'arguments': {'command': 'ls'}}], \
+'thinking': 'hmm'}
+    >>> parse_action({"tool_calls": [{"id": "c", "function": {"name": "Bash", "arguments": "{oops"}}]})
+    (None, 'invalid_tool_arguments')
+    """
+    content = _text(message.get("content"))
+    thoughts = [message["reasoning_content"]] if message.get("reasoning_content") else []
+    if "</think>" in content and "<think>" not in content:  # the template opened it in the prompt
+        content = "<think>" + content
+    thoughts += [t.strip() for t in _THINK.findall(content)]
+    content = _THINK.sub("", content).strip()
+    calls = []
+    for i, call in enumerate(message.get("tool_calls") or []):
+        function = call.get("function") or {}
+        raw = function.get("arguments")
+        try:
+            arguments = raw if isinstance(raw, dict) else json.loads(raw) if (raw or "").strip() else {}
+        except (TypeError, ValueError):
+            return None, "invalid_tool_arguments"
+        if not isinstance(arguments, dict) or not function.get("name"):
+            return None, "invalid_tool_arguments"
+        calls.append(ToolCall(id=call.get("id") or f"call_{i}", name=function["name"], arguments=arguments))
+    if not content and not calls:
+        return None, "empty_response"
+    return Action(content=content, tool_calls=calls, thinking="\n\n".join(thoughts) or None), None

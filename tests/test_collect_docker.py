@@ -1,0 +1,160 @@
+"""collect.run end to end on a real docker engine: `pytest -m docker` (after `.ci/docker.sh`).
+
+A toy SWE-bench instance image is built offline once (tests/collect_toy.py), a scripted student on a
+loopback OpenAI server plays vLLM (prompt_token_ids, token_ids, logprobs), the swebench harness grades.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from collect.runtime import LABEL
+from ingestion.rollouts import is_rollout_file, iter_rollout_states
+from ingestion.stats import IngestStats
+from tests.collect_toy import NAMESPACE, ensure_instance_images, scripted_student, toy_instance
+from tests.llm_server import LLMServer
+
+pytestmark = pytest.mark.docker
+ROOT = Path(__file__).resolve().parents[1]
+IDS = ["toy__calc-1", "toy__calc-2"]
+
+
+@pytest.fixture(scope="session")
+def client() -> Any:
+    import docker
+
+    try:
+        engine = docker.from_env()
+        engine.ping()
+    except Exception as exc:
+        pytest.fail(f"no docker engine ({exc}); run .ci/docker.sh first")
+    return engine
+
+
+@pytest.fixture(scope="session")
+def image_tag(client: Any) -> str:
+    return ensure_instance_images(client, IDS)
+
+
+def leftovers(client: Any) -> list[str]:
+    """Containers of any collect run: ours by label, the harness's by its `sweb.eval.` name."""
+    ours = client.containers.list(all=True, filters={"label": LABEL})
+    graders = [c for c in client.containers.list(all=True) if c.name.startswith("sweb.eval.toy")]
+    return [c.name for c in ours + graders]
+
+
+def command(tmp_path: Path, rows: list[Any], url: str, tag: str, *extra: str) -> list[str]:
+    instances = tmp_path / "instances.jsonl"
+    instances.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return [sys.executable, "-m", "collect.run", "--instances", str(instances), "--student-url", url,
+            "--student-model", "student", "--out", str(tmp_path / "out"), "--namespace", NAMESPACE,
+            "--image-tag", tag, *extra]
+
+
+def collect(tmp_path: Path, rows: list[Any], url: str, tag: str, *extra: str) -> tuple[int, dict, str]:
+    done = subprocess.run(command(tmp_path, rows, url, tag, *extra), cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+    report = json.loads((tmp_path / "out/report.json").read_text())
+    return done.returncode, report, done.stderr
+
+
+def records(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_rollouts_are_graded_by_the_swebench_harness(tmp_path: Path, client: Any, image_tag: str) -> None:
+    rows = [toy_instance("toy__calc-1", "fix"), toy_instance("toy__calc-2", "nofix"),
+            {"instance_id": "toy__calc-3", "repo": "toy/calc"},                    # missing fields
+            toy_instance("toy__calc-9", "fix"),                                   # no such image
+            toy_instance("toy__calc-2", "fix")]                                   # a duplicate
+    with LLMServer(scripted_student) as server:
+        code, report, stderr = collect(tmp_path, rows, server.url, image_tag, "--workers", "2", "--evaluate")
+    assert code == 0, stderr
+    outcomes = {o["instance_id"]: o for o in report["outcomes"] if "duplicate" not in (o["error"] or "")}
+    assert (outcomes["toy__calc-1"]["reward"], outcomes["toy__calc-2"]["reward"]) == (1.0, 0.0)
+    assert outcomes["toy__calc-3"]["error_kind"] == "invalid_instance"
+    assert "missing fields problem_statement" in outcomes["toy__calc-3"]["error"]
+    assert outcomes["toy__calc-9"]["error_kind"] == "image_not_found"
+    assert "duplicate instance_id toy__calc-2 (row 2 has it)" in [o["error"] for o in report["outcomes"]]
+    assert "sweb.eval.x86_64.toy_1776_calc-9" in outcomes["toy__calc-9"]["error"]
+    assert {k: report[k] for k in ("instances", "rollouts", "ok", "evaluated", "resolved", "errors")} == {
+        "instances": 5, "rollouts": 2, "ok": 2, "evaluated": 2, "resolved": 1,
+        "errors": {"invalid_instance": 2, "image_not_found": 1}}
+
+    fixed = records(tmp_path / "out/toy__calc-1.rollout.jsonl")
+    assert [r["type"] for r in fixed] == ["header", "turn", "turn", "turn", "turn", "final"]
+    assert fixed[0]["image"] == f"{NAMESPACE}/sweb.eval.x86_64.toy_1776_calc-1:{image_tag}"
+    assert fixed[1]["observations"][0]["output"].startswith("def add(a, b):\n    return a - b")
+    assert fixed[3]["observations"][0]["output"] == "5\n[exit code: 0]"        # the edit took effect
+    final = fixed[-1]
+    assert "-    return a - b\n+    return a + b" in final["patch"]
+    assert final["evaluation"]["tests_status"]["FAIL_TO_PASS"]["success"] == ["tests/test_calc.py::test_add"]
+    unfixed = records(tmp_path / "out/toy__calc-2.rollout.jsonl")[-1]
+    assert "+++ b/NOTES.md" in unfixed["patch"] and unfixed["resolved"] is False
+
+    # what `replay.run --source DIR --dry-run` will read: one state per student turn
+    stats = IngestStats()
+    files = sorted(p for p in (tmp_path / "out").iterdir() if is_rollout_file(p))
+    states = [s for path in files for s in iter_rollout_states(path, stats)]
+    assert [(s.metadata["instance_id"], s.turn) for s in states] == [
+        ("toy__calc-1", 0), ("toy__calc-1", 1), ("toy__calc-1", 2), ("toy__calc-1", 3),
+        ("toy__calc-2", 0), ("toy__calc-2", 1), ("toy__calc-2", 2)]
+    assert all(s.metadata["completion_token_ids"] and s.metadata["prompt_token_ids"] for s in states)
+    assert all(len(s.metadata["logprobs"]) == len(s.metadata["completion_token_ids"]) for s in states)
+    assert {s.metadata["instance_id"]: s.metadata["reward"] for s in states} == {"toy__calc-1": 1.0,
+                                                                                  "toy__calc-2": 0.0}
+    assert states[1].student_action.tool_calls[0].arguments["command"] == "str_replace"
+    assert not stats.problems and stats.states == report["turns"] == 7
+    assert leftovers(client) == []
+
+
+def test_an_unreachable_student_fails_each_instance(tmp_path: Path, client: Any, image_tag: str) -> None:
+    rows = [toy_instance("toy__calc-1", "fix"), toy_instance("toy__calc-2", "fix")]
+    code, report, stderr = collect(tmp_path, rows, "http://127.0.0.1:9/v1", image_tag, "--workers", "2")
+    assert code == 1
+    assert report["errors"] == {"student_error": 2} and report["ok"] == 0
+    assert all("cannot reach the student at http://127.0.0.1:9/v1" in o["error"] for o in report["outcomes"])
+    final = records(tmp_path / "out/toy__calc-1.rollout.jsonl")[-1]
+    assert (final["exit_status"], final["turns"], final["reward"]) == ("student_error", 0, None)
+    assert leftovers(client) == []
+
+
+def test_a_command_that_hangs_is_killed_at_the_timeout(tmp_path: Path, client: Any, image_tag: str) -> None:
+    started = time.monotonic()
+    with LLMServer(scripted_student) as server:
+        code, report, stderr = collect(tmp_path, [toy_instance("toy__calc-1", "slow")], server.url, image_tag,
+                                       "--command-timeout", "2")
+    assert code == 0, stderr
+    observation = records(tmp_path / "out/toy__calc-1.rollout.jsonl")[1]["observations"][0]
+    assert observation["timed_out"] is True and observation["exit_code"] == 124
+    assert observation["output"].startswith("start\n[timed out")
+    assert time.monotonic() - started < 45                 # the command sleeps 60 s
+    assert leftovers(client) == []
+
+
+def test_sigint_removes_every_container(tmp_path: Path, client: Any, image_tag: str) -> None:
+    rows = [toy_instance("toy__calc-1", "sleepy"), toy_instance("toy__calc-2", "sleepy")]
+    with LLMServer(scripted_student) as server:
+        process = subprocess.Popen(command(tmp_path, rows, server.url, image_tag, "--workers", "2"), cwd=ROOT,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        while (len(server.requests) < 2 or len(leftovers(client)) < 2) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(0.5)                                    # both agents are inside `sleep 300` now
+        assert len(leftovers(client)) == 2
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr
+    assert leftovers(client) == []
+    report = json.loads((tmp_path / "out/report.json").read_text())
+    assert report["interrupted"] is True and report["errors"] == {"interrupted": 2}
+    final = records(tmp_path / "out/toy__calc-1.rollout.jsonl")[-1]
+    assert (final["type"], final["exit_status"]) == ("final", "interrupted")
