@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 STATES_FILE = "states.jsonl"
 REPORT_FILE = "report.json"
 PROPOSALS_FILE = "proposals.jsonl"
+CONFIG_FILE = "run.json"  # the run's settings, for replay.ablate
 
 
 @contextmanager
@@ -74,6 +75,7 @@ def run(config: RunConfig, console: Console | None = None) -> Report:
     console = console or Console(stderr=True)
     report, _ = ingest_to_file(config.source, config.out, config.ingest, console)
     report.dry_run = config.dry_run
+    write_json(config.out / CONFIG_FILE, config.model_dump(mode="json"))
     if config.pool is not None:
         pool = build_pool(config.pool)
         try:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from consensus.methods import compare
+from consensus.result import ConsensusResult
 from ingestion.schema import Proposal, TraceState
 from replay.ask import Judge, ask_state, decide
 from replay.options import ConsensusOptions
@@ -33,6 +34,23 @@ class Outcomes:
         return [self.rows[i] for i in sorted(self.rows)]
 
 
+Verdict = str  # "all_teachers_excluded" | "abstained" | "agree" | "pair"
+
+
+def settle(state: TraceState, proposals: list[Proposal], result: ConsensusResult | None
+           ) -> tuple[Verdict, dict[str, Any] | None]:
+    """A state's verdict from its proposals and consensus, and its DPO row when it is a pair.
+
+    Shared by `replay.run` and `replay.ablate`, so a pool's counts mean the same in both.
+    """
+    if not proposals or result is None:
+        return "all_teachers_excluded", None
+    verdict = compare(state.student_action, result, state.metadata.get("cwd"))
+    if verdict != "pair":
+        return ("abstained" if verdict == "abstain" else verdict), None
+    return "pair", build_pair(state, result, proposals)
+
+
 async def replay_states(states: Iterable[TraceState], pool: TeacherPool, options: ConsensusOptions,
                         judge: Judge | None = None,
                         on_state: Callable[[], None] | None = None) -> Outcomes:
@@ -46,14 +64,11 @@ async def replay_states(states: Iterable[TraceState], pool: TeacherPool, options
             outcomes.calls_saved += answers.calls_saved
             outcomes.usd_saved += answers.usd_saved
             outcomes.proposals[index] = answers.proposals
-            if not answers.proposals:
-                outcomes.verdicts["all_teachers_excluded"] += 1
-                return
-            result = await decide(state, answers.proposals, options, judge)
-            verdict = compare(state.student_action, result, state.metadata.get("cwd"))
-            outcomes.verdicts["abstained" if verdict == "abstain" else verdict] += 1
-            if verdict == "pair":
-                outcomes.rows[index] = build_pair(state, result, answers.proposals)  # type: ignore[assignment]
+            result = await decide(state, answers.proposals, options, judge) if answers.proposals else None
+            verdict, row = settle(state, answers.proposals, result)
+            outcomes.verdicts[verdict] += 1
+            if row is not None:
+                outcomes.rows[index] = row
         finally:
             window.release()
             if on_state is not None:
