@@ -1,19 +1,19 @@
-"""What one `collect.run` is asked to do, and the agent it drives (prompts and tools from agent.toml)."""
+"""What one `collect.run` is asked to do, and the agent it drives (configs/collect_agent.toml)."""
 
 from __future__ import annotations
 
 import tomllib
 from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from pydantic import Field
 
-from ingestion.schema import StrictModel
+from configs import config_path
+from ingestion.schema import ReplayError, StrictModel
 
 
-class CollectError(Exception):
+class CollectError(ReplayError):
     """A problem with the run as a whole (bad flags, no docker engine): one line for the user."""
 
 
@@ -41,7 +41,7 @@ class CollectConfig(StrictModel):
 
 
 class AgentSpec(StrictModel):
-    """The agent's prompts and tool schemas; see collect/agent.toml."""
+    """The agent's prompts and tool schemas; see configs/collect_agent.toml."""
 
     version: int
     system_prompt: str
@@ -66,6 +66,6 @@ class AgentSpec(StrictModel):
 
 @cache
 def load_agent_spec() -> AgentSpec:
-    """The packaged agent.toml, read once."""
-    text = resources.files("collect").joinpath("agent.toml").read_text(encoding="utf-8")
+    """The packaged configs/collect_agent.toml, read once."""
+    text = config_path("collect_agent.toml").read_text(encoding="utf-8")
     return AgentSpec.model_validate(tomllib.loads(text))
