@@ -113,6 +113,16 @@ def test_rollouts_are_graded_by_the_swebench_harness(tmp_path: Path, client: Any
                                                                                   "toy__calc-2": 0.0}
     assert states[1].student_action.tool_calls[0].arguments["command"] == "str_replace"
     assert not stats.problems and stats.states == report["turns"] == 7
+
+    # and the CLI itself on the rollout dir
+    from replay.run import main as replay_main
+
+    args = ["--source", str(tmp_path / "out"), "--out", str(tmp_path / "states"), "--dry-run"]
+    assert replay_main(args) == 0
+    written = [json.loads(line) for line in (tmp_path / "states/states.jsonl").read_text().splitlines()]
+    assert [(s["source"], s["metadata"]["instance_id"], s["turn"]) for s in written] == [
+        ("swebench_rollout", s.metadata["instance_id"], s.turn) for s in states]
+    assert all(s["metadata"]["logprobs"] and s["metadata"]["reward"] is not None for s in written)
     assert leftovers(client) == []
 
 
