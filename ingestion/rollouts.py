@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from collect.records import FORMAT, SUFFIX, FinalRecord, RolloutHeader, TurnRecord
+from ingestion.jsonl import iter_records
 from ingestion.schema import Action, ToolCall, TraceState, make_state_id
 from ingestion.stats import IngestStats
 
@@ -102,42 +103,33 @@ def _read(path: Path, stats: IngestStats) -> Records:
     final: FinalRecord | None = None
     turns: list[TurnRecord] = []
     seen: set[int] = set()
-    with path.open("rb") as handle:
-        for number, raw in enumerate(handle, 1):
-            stats.lines += 1
-            if not raw.strip():
-                continue
-            try:
-                record = json.loads(raw.decode("utf-8"))
-            except (UnicodeDecodeError, json.JSONDecodeError):
-                stats.problem(name, number, "invalid_json")   # e.g. the last line of a killed run
-                continue
-            kind = record.get("type") if isinstance(record, dict) else None
-            kind = kind if isinstance(kind, str) else "<missing>"
-            stats.record_types[kind] += 1
-            try:
-                if kind == "header" and header is None:
-                    header = RolloutHeader.model_validate(record)
-                elif kind == "turn":
-                    turn = TurnRecord.model_validate(record)
-                    if turn.turn in seen:
-                        stats.problem(name, number, "duplicate_turn")
-                        continue
-                    seen.add(turn.turn)
-                    turns.append(turn)
-                elif kind == "final":
-                    final = FinalRecord.model_validate(record)
-                else:
-                    stats.skipped_records[kind] += 1
-            except ValidationError:
-                stats.problem(name, number, f"invalid_{kind}_record")
+    # The same robust line reader as sessions: a killed run's half line is counted, not fatal.
+    for number, record in iter_records(path, stats):
+        kind = record.get("type")
+        kind = kind if isinstance(kind, str) else "<missing>"
+        stats.record_types[kind] += 1
+        try:
+            if kind == "header" and header is None:
+                header = RolloutHeader.model_validate(record)
+            elif kind == "turn":
+                turn = TurnRecord.model_validate(record)
+                if turn.turn in seen:
+                    stats.problem(name, number, "duplicate_turn")
+                    continue
+                seen.add(turn.turn)
+                turns.append(turn)
+            elif kind == "final":
+                final = FinalRecord.model_validate(record)
+            else:
+                stats.skipped_records[kind] += 1
+        except ValidationError:
+            stats.problem(name, number, f"invalid_{kind}_record")
     return header, turns, final
 
 
 def iter_rollout_states(path: Path | str, stats: IngestStats) -> Iterator[TraceState]:
     """The states of one rollout file, in turn order. Bad lines are counted in `stats`, never raised."""
     path = Path(path)
-    stats.files += 1
     try:
         header, turns, final = _read(path, stats)
     except OSError:
