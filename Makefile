@@ -14,7 +14,7 @@ $(BIN)/python:
 
 run: $(BIN)/python
 	$(BIN)/pip install -q -e .
-	LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/python -m replay.run --source $(FIXTURES) --out $(OUT) --dry-run
+	LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/python -m replay.run --source $(FIXTURES) --out $(OUT) --teachers gpt-5,deepseek --dry-run
 
 test: $(BIN)/python
 	$(BIN)/pip install -q torch==2.13.0
