@@ -24,7 +24,8 @@ def print_summary(report: Report, out: str, console: Console | None = None) -> N
                  ("agree", report.agree), ("pairs", report.pairs),
                  ("cost (USD)", f"{report.cost_usd:.4f}")]
     for teacher, est in sorted(report.extra.get("estimate", {}).items()):
-        rows.append((f"estimate {teacher}", f"{est['calls']} calls · {est['prompt_tokens']:,} prompt tokens · "
+        tokens = f"{est['prompt_tokens']:,}"
+        rows.append((f"estimate {teacher}", f"{est['calls']} calls · {tokens} prompt tokens · "
                                             f"${est['cost_usd']:.2f}"))
     for name, value in rows:
         table.add_row(name, str(value))
