@@ -10,7 +10,7 @@ from pathlib import Path
 from consensus.canonical import canonical
 from ingestion.schema import Action
 from replay.run import main
-from tests.llm_server import LLMServer
+from tests.llm_server import LLMServer, Reply, chat_completion
 from tests.teacher_script import scripted
 from tests.tiny_model import build_tiny
 
@@ -110,3 +110,25 @@ def test_early_stop_asks_two_when_two_agree(fixtures_root: Path, tmp_path: Path)
     assert saved["calls_saved"] == 9 and saved["usd_saved"] > 0
     for key in ("agree", "pairs"):
         assert stopped[key] == full[key]  # the outcome is the same, only cheaper
+
+
+def test_judge_picks_blind_and_is_cached(fixtures_root: Path, tmp_path: Path) -> None:
+    session = next(fixtures_root.rglob("03eb5929-52b3-4b13-ada3-b93ae35806b8.jsonl"))
+    judged: list[dict] = []
+
+    def responder(body: dict) -> object:
+        if body["model"] == "judge":
+            judged.append(body)
+            return Reply(chat_completion("Candidate 1 reads the files first.\nANSWER: 1", model="judge"))
+        return scripted(body)
+
+    with LLMServer(responder) as server:
+        args = ["--consensus", "judge", "--judge", f"judge=openai/judge@{server.url}"]
+        report = run(session, tmp_path / "one" / "out", pool(server.url, "a", "b", "c"), *args)
+        first = len(judged)
+        again = run(session, tmp_path / "one" / "again", pool(server.url, "a", "b", "c"), *args)
+    assert 0 < first <= report["states"] and len(judged) == first  # the re-run asked the judge nothing
+    assert again["pairs"] == report["pairs"] and report["consensus"]["abstained"] == 0
+    prompt = json.dumps(judged[0]["messages"])
+    assert all(f'"{name}"' not in prompt for name in ("a", "b", "c")) and "asked by" in prompt
+    assert report["extra"]["judge_calls"]["made"] == first
