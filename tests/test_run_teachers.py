@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from replay.run import main
-from tests.llm_server import LLMServer, Reply
+from tests.llm_server import LLMServer, Reply, chat_completion
 from tests.sessions import assistant, text, tool_use, user, write_session
-from tests.teacher_script import scripted
+from tests.teacher_script import request_key, scripted
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -57,7 +57,7 @@ def _serve_in_subprocess(port_file: Path, log: Path, delay: float) -> subprocess
     code = f"""
 import json, sys, time
 sys.path.insert(0, {str(ROOT)!r})
-from tests.llm_server import LLMServer, Reply
+from tests.llm_server import LLMServer, Reply, chat_completion
 from tests.teacher_script import request_key, scripted
 log = open({str(log)!r}, "a", buffering=1)
 def respond(body):
@@ -191,3 +191,43 @@ def test_no_redact_sends_as_is(tmp_path: Path, flag: list[str]) -> None:
     with LLMServer(scripted) as server:
         run_cli(session, tmp_path / "out", pool(server.url, "ta"), *flag)
         assert (SECRETS[1] in json.dumps(server.requests)) == bool(flag)
+
+
+def test_faults_lose_no_state(fixtures_root: Path, tmp_path: Path) -> None:
+    """429 with Retry-After, a 500, an answer slower than --timeout (each once per prompt), a teacher
+    with malformed tool-call JSON and one that is refused outright: every (state, teacher) ends up
+    with a proposal or a counted failure."""
+    session = next(fixtures_root.rglob("d6e0bada-1959-4eec-a9d2-0bfade768d8f.jsonl"))  # 4 states
+    seen: dict[tuple[str, str], int] = {}
+
+    def responder(body: dict) -> Reply:
+        model, key = body["model"], request_key(body)
+        attempt = seen[(model, key)] = seen.get((model, key), 0) + 1
+        if model == "limited" and attempt == 1:
+            return Reply({"error": {"message": "slow down"}}, status=429, headers={"Retry-After": "0"})
+        if model == "crashy" and attempt == 1:
+            return Reply({"error": {"message": "boom"}}, status=500)
+        if model == "slow" and attempt == 1:
+            return Reply(scripted(body).body, delay=1.5)
+        if model == "garbled":
+            return Reply(chat_completion(tool_calls=[{"name": "Bash", "arguments": '{"command": "ls'}]))
+        if model == "refused":
+            return Reply({"error": {"message": "bad key"}}, status=401)
+        return scripted(body)
+
+    names = ("limited", "crashy", "slow", "garbled", "refused")
+    with LLMServer(responder) as server:
+        report = run_cli(session, tmp_path / "out", pool(server.url, *names), "--timeout", "0.5")
+    proposals = read_jsonl(tmp_path / "out" / "proposals.jsonl")
+    assert sorted((p["state_id"], p["teacher"]) for p in proposals) == sorted(
+        (f"claude_code:d6e0bada-1959-4eec-a9d2-0bfade768d8f:{t}", n) for t in range(4) for n in names)
+    by_teacher = {n: [p for p in proposals if p["teacher"] == n] for n in names}
+    for name in ("limited", "crashy", "slow"):
+        assert all(p["action"] for p in by_teacher[name]), name  # retried, then answered
+    assert all(p["error"] == "invalid_tool_arguments" for p in by_teacher["garbled"])
+    assert all(p["error"].startswith("auth") for p in by_teacher["refused"])
+    assert seen[("refused", next(k for m, k in seen if m == "refused"))] == 1  # never retried
+    calls = report["teacher_calls"]
+    assert calls["failed"] == 4 and calls["invalid"] == 4
+    assert calls["retries"] >= 12  # one per faulty first attempt; a loaded machine may time out more
+    assert report["states"] == 4 == (report["consensus"]["abstained"] + report["agree"] + report["pairs"])
