@@ -18,8 +18,9 @@ EXIT_USER_ERROR, EXIT_NOTHING_DONE, EXIT_INTERRUPTED = 2, 1, 130
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m collect.run",
-        description="Live SWE-bench rollouts: a student served by vLLM drives a bash/edit agent inside each "
-                    "instance's docker image; writes DIR/<instance_id>.rollout.jsonl and DIR/report.json.")
+        description="Live SWE-bench rollouts: a student served by vLLM drives a bash/edit agent (or "
+                    "Claude Code, --agent claude-code) inside each instance's docker image; writes "
+                    "DIR/<instance_id>.rollout.jsonl (claude-code: DIR/<instance_id>/) and DIR/report.json.")
     add = parser.add_argument
     add("--instances", type=Path, required=True, help="SWE-bench instances, JSONL or a JSON list")
     add("--student-url", required=True, help="OpenAI-compatible base URL, e.g. http://localhost:8000/v1")
@@ -41,7 +42,48 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add("--api-key", default=os.environ.get("REPLAY_STUDENT_API_KEY", "EMPTY"),
         help="API key for the student server (default $REPLAY_STUDENT_API_KEY or EMPTY)")
     add("-q", "--quiet", action="store_true", help="no per-instance progress lines")
+    add("--agent", choices=["mini", "claude-code"], default="mini",
+        help="mini: the bash/edit loop (default); claude-code: the student drives Claude Code")
+    claude = parser.add_argument_group("Claude Code (--agent claude-code, see collect/claude_code.py)")
+    claude.add_argument("--claude-binary", type=Path, default=None,
+                        help="the native Claude Code CLI to copy into each container (default: "
+                             "$REPLAY_CLAUDE_BINARY, the pinned version fetched by `python -m "
+                             "collect.claude_code_cli fetch`, else the image's own `claude`)")
+    claude.add_argument("--claude-model", default="claude-sonnet-4-6",
+                        help="the model name Claude Code asks for as its main model; --student-model "
+                             "serves it (default claude-sonnet-4-6)")
+    claude.add_argument("--claude-small-model", default="claude-haiku-4-5",
+                        help="Claude Code's small/fast model name (default claude-haiku-4-5)")
+    claude.add_argument("--small-model", default=None,
+                        help="the served model answering --claude-small-model (default: --student-model)")
+    claude.add_argument("--claude-timeout", type=int, default=1800,
+                        help="seconds for one Claude Code session (default 1800)")
     return parser.parse_args(argv)
+
+
+def _claude_options(args: argparse.Namespace) -> object:
+    """ClaudeCodeOptions for --agent claude-code (None for mini); a bad --claude-binary fails here, early."""
+    if args.agent != "claude-code":
+        return None
+    from collect.claude_code import ClaudeCodeOptions
+    from collect.claude_code_cli import find_binary, load_claude_code_spec
+
+    find_binary(args.claude_binary, load_claude_code_spec())
+    return ClaudeCodeOptions(binary=args.claude_binary, model=args.claude_model,
+                             small_model=args.claude_small_model, small_backend=args.small_model,
+                             timeout=args.claude_timeout)
+
+
+CLAUDE_FLAGS = {"binary": "--claude-binary", "model": "--claude-model", "small_model": "--claude-small-model",
+                "small_backend": "--small-model", "timeout": "--claude-timeout"}
+
+
+def _one_line(exc: Exception) -> str:
+    errors = getattr(exc, "errors", None)
+    if callable(errors):               # pydantic: name the flag
+        first = errors()[0]
+        return f"{CLAUDE_FLAGS.get(str(first['loc'][0]), first['loc'][0])}: {first['msg']}"
+    return str(exc)
 
 
 def _raise_interrupt(signum: int, frame: object) -> None:
@@ -71,9 +113,14 @@ def main(argv: list[str] | None = None) -> int:
         flag = "--" + str(error["loc"][0]).replace("_", "-")
         print(f"collect.run: error: {flag}: {error['msg']}", file=sys.stderr)
         return EXIT_USER_ERROR
+    try:
+        claude = _claude_options(args)
+    except (ValidationError, CollectError) as exc:
+        print(f"collect.run: error: {_one_line(exc)}", file=sys.stderr)
+        return EXIT_USER_ERROR
     signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
-        report = collect_rollouts(config)
+        report = collect_rollouts(config, claude=claude)
     except CollectError as exc:
         print(f"collect.run: error: {exc}", file=sys.stderr)
         return EXIT_USER_ERROR

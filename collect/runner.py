@@ -56,6 +56,7 @@ class Run:
     duplicates: dict[int, str] = field(default_factory=dict)
     tracker: ContainerTracker = field(default_factory=ContainerTracker)
     stop: threading.Event = field(default_factory=threading.Event)
+    agent: Any = None                  # a ClaudeCodeAgent (--agent claude-code); None: the bash/edit loop
 
 
 def new_run_id() -> str:
@@ -66,8 +67,11 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def collect_rollouts(config: CollectConfig) -> RunReport:
-    """Roll out every instance of `config.instances`; write DIR/<id>.rollout.jsonl and DIR/report.json."""
+def collect_rollouts(config: CollectConfig, claude: Any = None) -> RunReport:
+    """Roll out every instance of `config.instances`; write DIR/<id>.rollout.jsonl and DIR/report.json.
+
+    `claude` (ClaudeCodeOptions) runs Claude Code instead of the bash/edit loop (collect/claude_code.py).
+    """
     rows = load_instances(config.instances)
     run = Run(config, load_agent_spec(), docker_client(config), Student(config), new_run_id(),
               duplicates=duplicates(rows))
@@ -75,6 +79,11 @@ def collect_rollouts(config: CollectConfig) -> RunReport:
         config.out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise CollectError(f"cannot create the output folder {config.out}: {exc.strerror}") from exc
+    if claude is not None:
+        from collect.claude_code import ClaudeCodeAgent
+
+        run.agent = ClaudeCodeAgent(claude, config, run.client, run.run_id)
+        run.agent.start(rows)              # a missing CLI is a CollectError here, before any rollout
     if config.evaluate:
         use_log_dir(config.out / "eval_logs")
     report = RunReport(run_id=run.run_id, student_model=config.student_model, student_url=config.student_url,
@@ -113,6 +122,8 @@ def collect_rollouts(config: CollectConfig) -> RunReport:
             thread.join(max(deadline - time.monotonic(), 0))
     finally:
         sweep(run.client, run.run_id)      # nothing of this run outlives it, whatever happened
+        if run.agent is not None:
+            run.agent.close()              # its network, once no container is left on it
         with lock:
             report.finished_at = _now()
             write_report(report, config.out / "report.json")
@@ -153,21 +164,23 @@ def _rollout(run: Run, row: Any, index: int, label: str) -> InstanceOutcome:
     runtime = Runtime(run.client, config, run.tracker)
     try:
         ensure_image(run.client, image, config.pull)
-        runtime.start(image, run.run_id, instance_id)
+        runtime.start(image, run.run_id, instance_id, network=run.agent.network_name if run.agent else "none")
     except ImageMissing as exc:
         return InstanceOutcome(instance_id=label, error_kind="image_not_found", error=str(exc))
     except RuntimeFailure as exc:
         return InstanceOutcome(instance_id=label, error_kind="container_error", error=str(exc))
-    path = config.out / rollout_filename(instance_id)
+    path = run.agent.rollout_path(instance_id) if run.agent else config.out / rollout_filename(instance_id)
     try:
         with RolloutWriter(path) as writer:
-            writer.write(_header(run, row, image))
+            header = _header(run, row, image)
+            writer.write(run.agent.header(header) if run.agent else header)
             final, token_turns = _drive(run, row, image, runtime, writer)
             writer.write(final)
     finally:
         runtime.remove()
     kind = ERROR_KIND.get(final.exit_status) or ("evaluation_error" if final.error else None)
-    return InstanceOutcome(instance_id=instance_id, rollout_file=path.name, exit_status=final.exit_status,
+    return InstanceOutcome(instance_id=instance_id, rollout_file=str(path.relative_to(config.out)),
+                           exit_status=final.exit_status,
                            turns=final.turns, turns_with_token_ids=token_turns, reward=final.reward,
                            resolved=final.resolved, error_kind=kind, error=final.error)
 
@@ -185,8 +198,11 @@ def _drive(run: Run, row: dict[str, Any], image: str, runtime: Runtime,
            writer: RolloutWriter) -> tuple[FinalRecord, int]:
     """The agent, then the patch, then (with --evaluate) the grade; the container is gone before grading."""
     started = time.monotonic()
-    result = run_agent(run.student, runtime, run.spec, row["problem_statement"], writer,
-                       run.config.max_turns, run.stop)
+    if run.agent is not None:
+        result = run.agent.drive(runtime, row, run.stop)
+    else:
+        result = run_agent(run.student, runtime, run.spec, row["problem_statement"], writer,
+                           run.config.max_turns, run.stop)
     final = FinalRecord(exit_status=result.exit_status, turns=result.turns, error=result.error)
     if result.exit_status != "interrupted":
         try:

@@ -157,7 +157,8 @@ class Runtime:
         self.tracker = tracker
         self.container: Any = None
 
-    def start(self, image: str, run_id: str, instance_id: str) -> Runtime:
+    def start(self, image: str, run_id: str, instance_id: str, network: str = "none") -> Runtime:
+        """Create and start the container; `network` is "none" unless an agent needs its proxy."""
         import docker
 
         try:
@@ -165,7 +166,7 @@ class Runtime:
             self.container = self.client.containers.create(
                 image, command=["tail", "-f", "/dev/null"], detach=True, init=True,
                 name=f"{run_id}.{instance_id}", labels={LABEL: run_id, LABEL_INSTANCE: instance_id},
-                working_dir=WORKDIR, network_mode="none", mem_limit=self.config.mem_limit,
+                working_dir=WORKDIR, network_mode=network, mem_limit=self.config.mem_limit,
                 nano_cpus=int(self.config.cpus * 1e9), pids_limit=self.config.pids_limit)
         except docker.errors.ImageNotFound as exc:
             raise ImageMissing(str(exc)) from None

@@ -52,6 +52,10 @@ def iter_states(source: Path, options: IngestOptions, stats: IngestStats,
 
 def _file_states(path: Path, options: IngestOptions, stats: IngestStats,
                  seen_messages: set[str]) -> Iterator[TraceState]:
+    from ingestion.claude_rollouts import iter_claude_rollout_states, rollout_folder
+
+    if rollout_folder(path) is not None:   # collect.run --agent claude-code: session + proxy records
+        return iter_claude_rollout_states(path, options, stats, seen_messages)
     if path.name.endswith(ROLLOUT_SUFFIX):
         from ingestion.rollouts import iter_rollout_states
 

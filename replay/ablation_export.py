@@ -1,0 +1,146 @@
+"""Every pool decided and written: `<out>/<pool>/dataset`, `pairs.jsonl` and `README.md`, as `replay.run`
+writes them (`replay.export.export_dataset` + `write_card`).
+
+Writing the datasets is most of an ablation's time: every pool's pairs carry whole prompts, encoded
+to JSON by `datasets` once per pool. Pools are independent, so they are computed in forked worker
+processes, one pool per task; the workers inherit the loaded run instead of unpickling it. Only the
+counts and the pair ids come back. `REPLAY_ABLATE_WORKERS=1` (or no `fork`) keeps it in-process.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from replay.ablation import (
+    AblationError,
+    Decide,
+    PoolCounts,
+    evaluate_pool,
+    jaccard,
+    method_decider,
+    pool_dirname,
+    pool_name,
+)
+from teachers.registry import TeacherSpec
+
+if TYPE_CHECKING:
+    from replay.ablation_run import AblateConfig, RunData
+
+_MAX_WORKERS = 8  # each worker holds one pool's rows and Arrow buffers; more rarely pays on disk
+
+
+@dataclass
+class _Job:
+    out: Path
+    command: str
+    run: Path
+    data: RunData
+    pools: list[list[TeacherSpec]]
+    deciders: dict[str, Decide]
+
+
+_JOB: _Job | None = None  # set while forked workers run; they read it rather than receive it
+
+
+def workers(pools: int) -> int:
+    """How many processes write pools: `$REPLAY_ABLATE_WORKERS`, else one per CPU (at most 8).
+
+    >>> workers(1)
+    1
+    """
+    configured = os.environ.get("REPLAY_ABLATE_WORKERS", "").strip()
+    if configured and not configured.isdigit():
+        raise AblationError(f"REPLAY_ABLATE_WORKERS must be a whole number, got {configured!r}")
+    wanted = int(configured) if configured else min(os.cpu_count() or 1, _MAX_WORKERS)
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return 1
+    return max(1, min(wanted, pools))
+
+
+def evaluate_pools(config: AblateConfig, data: RunData, pools: list[list[TeacherSpec]],
+                   deciders: dict[str, Decide], task: Callable[[str, int], Callable[[str], None]]
+                   ) -> tuple[list[PoolCounts], list[str]]:
+    """Counts and folder name per pool, in pool order; Jaccard against the first (full) pool."""
+    global _JOB
+    job = _Job(config.out_dir, config.command, config.run, data, pools, deciders)
+    tick = task("pools", len(pools))
+    results: list[tuple[PoolCounts, frozenset[str], str] | None] = [None] * len(pools)
+    count = workers(len(pools))
+    if count == 1:
+        for number in range(len(pools)):
+            results[number] = _write_pool(job, number)
+            tick(_info(results[number]))
+    else:
+        _JOB = job
+        try:
+            context = multiprocessing.get_context("fork")
+            with ProcessPoolExecutor(count, mp_context=context) as executor:
+                futures = {executor.submit(_forked_pool, number): number for number in range(len(pools))}
+                try:
+                    for future in as_completed(futures):
+                        results[futures[future]] = future.result()
+                        tick(_info(results[futures[future]]))
+                except BaseException:
+                    executor.shutdown(cancel_futures=True)  # one pool failed: do not write the rest
+                    raise
+        finally:
+            _JOB = None
+    done = [r for r in results if r is not None]
+    full = done[0][1]
+    for counts, pair_ids, _ in done:
+        counts.jaccard = jaccard(pair_ids, full)
+    return [counts for counts, _, _ in done], [folder for _, _, folder in done]
+
+
+def _info(result: tuple[PoolCounts, frozenset[str], str] | None) -> str:
+    return f"{result[0].pool}: {result[0].pairs} pairs" if result else ""
+
+
+def _forked_pool(number: int) -> tuple[PoolCounts, frozenset[str], str]:
+    assert _JOB is not None, "worker started without a job (not forked?)"
+    return _write_pool(_JOB, number)
+
+
+def _write_pool(job: _Job, number: int) -> tuple[PoolCounts, frozenset[str], str]:
+    import datasets
+
+    from replay.export import export_dataset, write_card
+
+    specs = job.pools[number]
+    consensus = job.data.config.consensus
+    decide = job.deciders.get(pool_name([s.name for s in specs])) or \
+        method_decider(consensus.method, consensus.min_agreement)
+    allow_same_family = job.data.config.pool.allow_same_family  # type: ignore[union-attr]
+    result = evaluate_pool(specs, job.data.states, job.data.answers, decide, allow_same_family)
+    folder = job.out / pool_dirname(result.counts.teachers)
+    quiet = not datasets.is_progress_bar_enabled()
+    datasets.disable_progress_bars()  # one bar per pool, from us, not a "Saving the dataset" bar each
+    try:
+        export_dataset(result.rows, folder)
+    finally:
+        if not quiet:
+            datasets.enable_progress_bars()
+    write_card(folder, _card_info(job, result.counts, result.rows))
+    return result.counts, result.pair_ids, folder.name
+
+
+def _card_info(job: _Job, counts: PoolCounts, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    config = job.data.config
+    return {
+        "pretty_name": f"teacher-replay DPO pairs, pool {counts.pool}",
+        "pairs": counts.pairs, "sources": [str(config.source)],
+        "student_models": sorted({r["student_model"] for r in rows if r.get("student_model")}),
+        "teachers": counts.teachers, "excluded_teachers": counts.excluded_same_family,
+        "method": config.consensus.method, "min_agreement": config.consensus.min_agreement,
+        "counts": {"states": counts.states, "all_teachers_excluded": counts.all_teachers_excluded,
+                   "unanswered": counts.unanswered, "abstained": counts.abstained, "agree": counts.agree,
+                   "pairs": counts.pairs},
+        "cost_usd": counts.cost_usd, "command": job.command,
+        "ablation_of": str(job.run), "run_command": config.command,
+    }

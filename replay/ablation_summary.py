@@ -1,0 +1,33 @@
+"""The table `replay.ablate` ends with."""
+
+from __future__ import annotations
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from replay.ablation_run import Ablation
+
+
+def print_summary(ablation: Ablation, console: Console | None = None) -> None:
+    if console is None:
+        console = Console()
+        if not console.is_terminal:  # piped or redirected: whole rows, not rich's default 80 columns
+            console.width = 200
+    table = Table(title=f"teacher-pool ablation → {ablation.out}", box=box.SIMPLE_HEAD,
+                  caption="* the run's own pool; rates over the states voted on (agree: over consensus)")
+    table.add_column("pool", no_wrap=True)
+    for column in ("voted", "consensus", "abstain", "agree", "pairs", "USD", "Jaccard"):
+        table.add_column(column, justify="right", no_wrap=True)
+    for number, row in enumerate(ablation.rows):
+        table.add_row(row.pool + (" *" if number == 0 else ""), str(row.voted),
+                      f"{100 * row.consensus_rate:.1f}%", f"{100 * row.abstain_rate:.1f}%",
+                      f"{100 * row.agree_rate:.1f}%", str(row.pairs), f"{row.cost_usd:.4f}",
+                      "n/a" if row.jaccard is None else f"{row.jaccard:.2f}")
+    console.print(table)
+    calls = ablation.calls
+    if any(calls.values()):
+        console.print(f"calls made {calls['made']} · cached {calls['cached']} · failed {calls['failed']}")
+    if ablation.missing:
+        console.print(f"[yellow]{ablation.missing} skipped early-stop answers counted as no vote[/yellow]")
+    console.print(f"tables: {ablation.out / 'ablation.md'} · plot: {ablation.out / 'ablation.png'}")
