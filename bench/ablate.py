@@ -64,9 +64,9 @@ def build_run(folder: Path, n: int, kind: str, seed: int = 0) -> None:
     """states.jsonl, proposals.jsonl and run.json of a finished 4-teacher run, without calling anyone."""
     import orjson
 
+    from replay.files import write_json, write_jsonl
     from replay.options import PoolOptions, RunConfig
-    from replay.pipeline import dump_state, write_jsonl
-    from replay.report import write_json
+    from replay.pipeline import dump_state
 
     rng = random.Random(seed)
     base = base_states(kind)

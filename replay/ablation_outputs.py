@@ -11,12 +11,12 @@ import csv
 import io
 import math
 import os
-import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from replay.ablation import PoolCounts
 from replay.ablation_agreement import AgreementMatrix
+from replay.files import temp_path, write_text
 
 if TYPE_CHECKING:
     from replay.ablation_run import Ablation
@@ -154,7 +154,7 @@ def write_plot(ablation: Ablation, path: Path) -> None:
     bottom.supxlabel("over the states both teachers answered; n/a: there is none (e.g. a teacher excluded "
                      "as the student's family)", fontsize=8, color="#555555")
     fig.suptitle(f"Teacher-pool ablation · {ablation.method} · {rows[0].states} states", fontsize=13)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.png")
+    tmp = temp_path(path).with_suffix(".png")  # savefig picks the format from the suffix
     fig.savefig(tmp, dpi=110)
     plt.close(fig)
     os.replace(tmp, path)
@@ -220,17 +220,11 @@ def _cmap(name: str) -> Any:
     return matplotlib.colormaps[name].with_extremes(bad="#dddddd")
 
 
-def _write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def write_outputs(ablation: Ablation) -> None:
     """All four files into `ablation.out`."""
     out = Path(ablation.out)
     out.mkdir(parents=True, exist_ok=True)
-    _write_text(out / CSV_FILE, csv_text(ablation.rows, ablation.dirs))
-    _write_text(out / AGREEMENT_FILE, agreement_csv_text(ablation.agreement))
-    _write_text(out / MARKDOWN_FILE, markdown_text(ablation))
+    write_text(out / CSV_FILE, csv_text(ablation.rows, ablation.dirs))
+    write_text(out / AGREEMENT_FILE, agreement_csv_text(ablation.agreement))
+    write_text(out / MARKDOWN_FILE, markdown_text(ablation))
     write_plot(ablation, out / PLOT_FILE)

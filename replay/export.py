@@ -10,7 +10,6 @@ columns as they are, so `DPOTrainer(train_dataset=load_from_disk(DIR / "dataset"
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ingestion.schema import ReplayError
+from replay.files import write_jsonl, write_text
 from replay.pairs import PAIR_COLUMNS
 
 
@@ -72,12 +72,6 @@ def _replace_dir(tmp: Path, final: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def _write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def export_dataset(rows: Iterable[dict[str, Any]], out_dir: str | Path):
     """Write `out_dir/dataset` and `out_dir/pairs.jsonl` atomically; returns the dataset loaded from disk."""
     from datasets import load_from_disk
@@ -93,7 +87,7 @@ def export_dataset(rows: Iterable[dict[str, Any]], out_dir: str | Path):
         _replace_dir(tmp, out / "dataset")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    _write_text(out / "pairs.jsonl", "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
+    write_jsonl(out / "pairs.jsonl", rows)
     return load_from_disk(str(out / "dataset"))
 
 
@@ -169,7 +163,7 @@ def write_card(out_dir: str | Path, info: Mapping[str, Any]) -> Path:
     """Write `out_dir/README.md` (see `card_text`) atomically; returns its path."""
     path = Path(out_dir) / "README.md"
     path.parent.mkdir(parents=True, exist_ok=True)
-    _write_text(path, card_text(info))
+    write_text(path, card_text(info))
     return path
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,8 +17,9 @@ from ingestion.options import IngestOptions
 from ingestion.schema import ReplayError, TraceState
 from ingestion.sources import find_files, iter_states
 from ingestion.stats import IngestStats
+from replay.files import temp_path, write_json, write_jsonl
 from replay.options import PoolOptions, RunConfig
-from replay.report import Report, write_json
+from replay.report import Report
 
 if TYPE_CHECKING:
     from teachers.pool import TeacherPool
@@ -49,7 +50,7 @@ def ingest_to_file(source: Path, out: Path, options: IngestOptions,
     files = find_files(source)
     stats = IngestStats()
     target = out / STATES_FILE
-    tmp = target.with_name(target.name + ".tmp")
+    tmp = temp_path(target)
     with _progress(len(files), "ingesting", console) as (bar, task), open(tmp, "wb") as handle:
         def done(_path: Path) -> None:
             bar.update(task, advance=1, info=f"{stats.states} states")
@@ -187,11 +188,3 @@ def _card_info(config: RunConfig, rows: list[dict[str, Any]], report: Report) ->
                    "pairs": report.pairs, "preflight_dropped": report.preflight_dropped},
         "cost_usd": report.cost_usd, "command": config.command,
     }
-
-
-def write_jsonl(path: Path, records: Iterable[dict[str, Any]]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as handle:
-        for record in records:
-            handle.write(orjson.dumps(record) + b"\n")
-    os.replace(tmp, path)

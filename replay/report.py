@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Any
 
-import orjson
 from pydantic import BaseModel, Field
 
 from ingestion.stats import IngestStats
@@ -48,10 +45,3 @@ class Report(BaseModel):
                      "skipped_records", "skipped_traces", "skipped_turns", "budget"):
             setattr(self, name, dict(sorted(getattr(stats, name).items())))
         self.problems = list(stats.problems)
-
-
-def write_json(path: Path, data: Any) -> None:
-    """Write JSON atomically: a reader never sees half a file."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
-    os.replace(tmp, path)

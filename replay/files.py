@@ -1,0 +1,43 @@
+"""Atomic output files: write beside the target, then `os.replace`, so a reader (or a killed run)
+never sees half a file."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+
+def temp_path(path: Path) -> Path:
+    """A unique sibling of `path` to write into before replacing it.
+
+    >>> temp_path(Path("out/report.json")).parent
+    PosixPath('out')
+    """
+    return path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+
+
+def write_bytes(path: Path, data: bytes) -> None:
+    tmp = temp_path(path)
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def write_text(path: Path, text: str) -> None:
+    write_bytes(path, text.encode("utf-8"))
+
+
+def write_json(path: Path, data: Any) -> None:
+    write_bytes(path, orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
+
+
+def write_jsonl(path: Path, records: Iterable[dict[str, Any]]) -> None:
+    tmp = temp_path(path)
+    with open(tmp, "wb") as handle:
+        for record in records:
+            handle.write(orjson.dumps(record) + b"\n")
+    os.replace(tmp, path)
