@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field, computed_field
 from consensus.methods import run_method
 from consensus.result import ConsensusResult
 from ingestion.schema import Proposal, ReplayError, TraceState
+from replay.pairs import PromptMemo
 from replay.replay import settle
 from teachers.registry import TeacherSpec, split_by_family
 
@@ -244,7 +245,7 @@ _VERDICT_FIELD = {"all_teachers_excluded": "all_teachers_excluded", "abstained":
 
 def evaluate_pool(teachers: Sequence[TeacherSpec], states: Sequence[TraceState],
                   answers: Mapping[str, Sequence[Proposal]], decide: Decide,
-                  allow_same_family: bool = False) -> PoolResult:
+                  allow_same_family: bool = False, memo: PromptMemo | None = None) -> PoolResult:
     """What the pool `teachers` decides at every state, from the answers it already has.
 
     >>> from ingestion.schema import Action, ToolCall
@@ -272,7 +273,7 @@ def evaluate_pool(teachers: Sequence[TeacherSpec], states: Sequence[TraceState],
             tally["unanswered"] += 1
             continue
         cost += sum(p.cost_usd for p in proposals)
-        verdict, row = settle(state, proposals, decide(state, proposals))
+        verdict, row = settle(state, proposals, decide(state, proposals), memo)
         tally[_VERDICT_FIELD[verdict]] += 1
         if row is not None:
             rows.append(row)

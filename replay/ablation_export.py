@@ -27,6 +27,8 @@ from replay.ablation import (
     pool_dirname,
     pool_name,
 )
+from replay.export import JsonMemo
+from replay.pairs import PromptMemo
 from teachers.registry import TeacherSpec
 
 if TYPE_CHECKING:
@@ -102,6 +104,11 @@ def _info(result: tuple[PoolCounts, frozenset[str], str] | None) -> str:
     return f"{result[0].pool}: {result[0].pairs} pairs" if result else ""
 
 
+# Every pool's rows share each state's prompt and tools, built and JSON-encoded once per process.
+_PROMPTS: PromptMemo = {}
+_ENCODED: JsonMemo = {}
+
+
 def _forked_pool(number: int) -> tuple[PoolCounts, frozenset[str], str]:
     assert _JOB is not None, "worker started without a job (not forked?)"
     return _write_pool(_JOB, number)
@@ -117,12 +124,13 @@ def _write_pool(job: _Job, number: int) -> tuple[PoolCounts, frozenset[str], str
     decide = job.deciders.get(pool_name([s.name for s in specs])) or \
         method_decider(consensus.method, consensus.min_agreement)
     allow_same_family = job.data.config.pool.allow_same_family  # type: ignore[union-attr]
-    result = evaluate_pool(specs, job.data.states, job.data.answers, decide, allow_same_family)
+    result = evaluate_pool(specs, job.data.states, job.data.answers, decide, allow_same_family,
+                           _PROMPTS)
     folder = job.out / pool_dirname(result.counts.teachers)
     quiet = not datasets.is_progress_bar_enabled()
     datasets.disable_progress_bars()  # one bar per pool, from us, not a "Saving the dataset" bar each
     try:
-        export_dataset(result.rows, folder)
+        export_dataset(result.rows, folder, _ENCODED)
     finally:
         if not quiet:
             datasets.enable_progress_bars()

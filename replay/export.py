@@ -10,6 +10,7 @@ columns as they are, so `DPOTrainer(train_dataset=load_from_disk(DIR / "dataset"
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import tempfile
@@ -18,8 +19,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from ingestion.schema import ReplayError
-from replay.files import write_jsonl, write_text
+from replay.files import write_lines, write_text
 from replay.pairs import PAIR_COLUMNS
 
 
@@ -45,21 +48,71 @@ def pair_features():
     })
 
 
-def rows_to_dataset(rows: list[dict[str, Any]]):
+JsonMemo = dict[int, tuple[Any, list[str]]]
+
+
+def rows_to_dataset(rows: list[dict[str, Any]], memo: JsonMemo | None = None):
     """An in-memory Dataset of pair rows; a missing column is an error, not a column of nulls.
+
+    The Arrow table is built here, JSON encoded with orjson, rather than by `Dataset.from_dict`
+    (which encodes value by value in Python: most of an ablation's time). `memo` keeps the encoding
+    of list values shared between rows and datasets (one prompt for every pool of an ablation).
 
     >>> rows_to_dataset([]).num_rows
     0
     """
-    from datasets import Dataset
+    import pyarrow as pa
+    from datasets import Dataset, DatasetInfo
 
     for number, row in enumerate(rows):
         missing, extra = set(PAIR_COLUMNS) - set(row), set(row) - set(PAIR_COLUMNS)
         if missing or extra:
             raise ExportError(f"pair row {number}: missing columns {sorted(missing)}, "
                               f"unknown columns {sorted(extra)}")
-    return Dataset.from_dict({column: [row[column] for row in rows] for column in PAIR_COLUMNS},
-                             features=pair_features())
+    features = pair_features()
+    memo = {} if memo is None else memo
+    columns = {column: _arrow_column(features[column], [row[column] for row in rows], memo)
+               for column in PAIR_COLUMNS}
+    # A fingerprint of our own: without one, datasets pickles the whole table to hash it.
+    return Dataset(pa.table(columns), info=DatasetInfo(features=features), fingerprint=uuid.uuid4().hex)
+
+
+def _arrow_column(feature: Any, values: list[Any], memo: JsonMemo) -> Any:
+    import pyarrow as pa
+    from datasets import Json, List
+
+    def json_array(texts: list[str]) -> Any:
+        return pa.ExtensionArray.from_storage(pa.json_(), pa.array(texts, pa.string()))
+
+    if isinstance(feature, Json):
+        return json_array([orjson.dumps(value).decode() for value in values])
+    if isinstance(feature, List) and isinstance(feature.feature, Json):
+        encoded = [_encode_list(value, memo) for value in values]
+        offsets = pa.array([0, *itertools.accumulate(len(texts) for texts in encoded)], pa.int32())
+        return pa.ListArray.from_arrays(offsets, json_array([t for texts in encoded for t in texts]))
+    if isinstance(feature, List):
+        return pa.array(values, pa.list_(feature.feature()))
+    return pa.array(values, feature())
+
+
+def _row_line(row: dict[str, Any], memo: JsonMemo) -> bytes:
+    """One pairs.jsonl line, reusing the JSON the dataset already holds for shared lists."""
+    parts = []
+    for key, value in row.items():
+        hit = memo.get(id(value)) if isinstance(value, list) else None
+        encoded = (f"[{','.join(hit[1])}]".encode() if hit is not None and hit[0] is value
+                   else orjson.dumps(value))
+        parts.append(orjson.dumps(key) + b":" + encoded)
+    return b"{" + b",".join(parts) + b"}\n"
+
+
+def _encode_list(value: list[Any], memo: JsonMemo) -> list[str]:
+    hit = memo.get(id(value))
+    if hit is not None and hit[0] is value:  # the object itself is kept, so its id cannot be reused
+        return hit[1]
+    texts = [orjson.dumps(item).decode() for item in value]
+    memo[id(value)] = (value, texts)
+    return texts
 
 
 def _replace_dir(tmp: Path, final: Path) -> None:
@@ -72,14 +125,15 @@ def _replace_dir(tmp: Path, final: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def export_dataset(rows: Iterable[dict[str, Any]], out_dir: str | Path):
+def export_dataset(rows: Iterable[dict[str, Any]], out_dir: str | Path, memo: JsonMemo | None = None):
     """Write `out_dir/dataset` and `out_dir/pairs.jsonl` atomically; returns the dataset loaded from disk."""
     from datasets import load_from_disk
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     rows = list(rows)
-    dataset = rows_to_dataset(rows)
+    memo = {} if memo is None else memo
+    dataset = rows_to_dataset(rows, memo)
     tmp = Path(tempfile.mkdtemp(prefix=".dataset.", dir=out))
     try:
         # datasets 5.2 writes an empty dataset as zero shards, which load_from_disk cannot read back.
@@ -87,7 +141,7 @@ def export_dataset(rows: Iterable[dict[str, Any]], out_dir: str | Path):
         _replace_dir(tmp, out / "dataset")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    write_jsonl(out / "pairs.jsonl", rows)
+    write_lines(out / "pairs.jsonl", (_row_line(row, memo) for row in rows))
     return load_from_disk(str(out / "dataset"))
 
 

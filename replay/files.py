@@ -35,9 +35,12 @@ def write_json(path: Path, data: Any) -> None:
     write_bytes(path, orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
 
 
-def write_jsonl(path: Path, records: Iterable[dict[str, Any]]) -> None:
+def write_lines(path: Path, lines: Iterable[bytes]) -> None:
     tmp = temp_path(path)
     with open(tmp, "wb") as handle:
-        for record in records:
-            handle.write(orjson.dumps(record) + b"\n")
+        handle.writelines(lines)
     os.replace(tmp, path)
+
+
+def write_jsonl(path: Path, records: Iterable[dict[str, Any]]) -> None:
+    write_lines(path, (orjson.dumps(record) + b"\n" for record in records))

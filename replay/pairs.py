@@ -71,8 +71,31 @@ def votes_column(result: ConsensusResult) -> list[dict[str, Any]]:
     return [{"teachers": group.teachers, "weight": group.weight} for group in result.groups]
 
 
+PromptMemo = dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]]
+
+
+def prompt_columns(state: TraceState, memo: PromptMemo | None = None
+                   ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The `prompt` and `tools` of a state's row. With a memo (replay.ablate writes one dataset per
+    pool from the same states) they are built once and the very same lists are shared by every row.
+
+    >>> from ingestion.schema import Action
+    >>> s = TraceState(state_id="s", trace_id="t", turn=0, source="claude_code", student_action=Action(),
+    ...                messages=[{"role": "user", "content": "hi"}])
+    >>> memo = {}
+    >>> prompt_columns(s, memo)[0] is prompt_columns(s, memo)[0]
+    True
+    """
+    if memo is not None and state.state_id in memo:
+        return memo[state.state_id]
+    columns = [dataset_message(m) for m in state.messages], [dict(tool) for tool in state.tools]
+    if memo is not None:
+        memo[state.state_id] = columns
+    return columns
+
+
 def build_pair(state: TraceState, result: ConsensusResult, proposals: Sequence[Proposal],
-               cwd: str | None = None) -> dict[str, Any] | None:
+               cwd: str | None = None, memo: PromptMemo | None = None) -> dict[str, Any] | None:
     """The DPO row for a state, or None when the teachers abstained or the student agreed with them.
 
     `cwd` defaults to the state's `metadata["cwd"]`; it decides path equivalence. `cost_usd` sums
@@ -92,11 +115,12 @@ def build_pair(state: TraceState, result: ConsensusResult, proposals: Sequence[P
     cwd = cwd if cwd is not None else state.metadata.get("cwd")
     if compare(state.student_action, result, cwd) != "pair":
         return None
+    prompt, tools = prompt_columns(state, memo)
     return {
-        "prompt": [dataset_message(m) for m in state.messages],
+        "prompt": prompt,
         "chosen": [action_message(result.action)],  # type: ignore[arg-type]
         "rejected": [action_message(state.student_action)],
-        "tools": [dict(tool) for tool in state.tools],
+        "tools": tools,
         "state_id": state.state_id,
         "trace_id": state.trace_id,
         "turn": state.turn,

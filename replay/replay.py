@@ -12,7 +12,7 @@ from consensus.result import ConsensusResult
 from ingestion.schema import Proposal, TraceState
 from replay.ask import Judge, ask_state, decide
 from replay.options import ConsensusOptions
-from replay.pairs import build_pair
+from replay.pairs import PromptMemo, build_pair
 from teachers.pool import TeacherPool
 
 
@@ -37,8 +37,8 @@ class Outcomes:
 Verdict = str  # "all_teachers_excluded" | "abstained" | "agree" | "pair"
 
 
-def settle(state: TraceState, proposals: list[Proposal], result: ConsensusResult | None
-           ) -> tuple[Verdict, dict[str, Any] | None]:
+def settle(state: TraceState, proposals: list[Proposal], result: ConsensusResult | None,
+           memo: PromptMemo | None = None) -> tuple[Verdict, dict[str, Any] | None]:
     """A state's verdict from its proposals and consensus, and its DPO row when it is a pair.
 
     Shared by `replay.run` and `replay.ablate`, so a pool's counts mean the same in both.
@@ -48,7 +48,7 @@ def settle(state: TraceState, proposals: list[Proposal], result: ConsensusResult
     verdict = compare(state.student_action, result, state.metadata.get("cwd"))
     if verdict != "pair":
         return ("abstained" if verdict == "abstain" else verdict), None
-    return "pair", build_pair(state, result, proposals)
+    return "pair", build_pair(state, result, proposals, memo=memo)
 
 
 async def replay_states(states: Iterable[TraceState], pool: TeacherPool, options: ConsensusOptions,
