@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,6 +17,19 @@ def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     monkeypatch.setenv("REPLAY_CACHE", str(tmp_path / "cache.sqlite"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
+
+
+@pytest.fixture(scope="session")
+def client() -> Any:
+    """The docker engine, for tests marked `docker` (.ci/docker.sh starts one)."""
+    import docker
+
+    try:
+        engine = docker.from_env()
+        engine.ping()
+    except Exception as exc:
+        pytest.fail(f"no docker engine ({exc}); run .ci/docker.sh first")
+    return engine
 
 
 @pytest.fixture(scope="session")

@@ -68,18 +68,6 @@ def claude_student(request: dict[str, Any]) -> Reply:
 
 
 @pytest.fixture(scope="session")
-def client() -> Any:
-    import docker
-
-    try:
-        engine = docker.from_env()
-        engine.ping()
-    except Exception as exc:
-        pytest.fail(f"no docker engine ({exc}); run .ci/docker.sh first")
-    return engine
-
-
-@pytest.fixture(scope="session")
 def cli() -> Path:
     """The pinned CLI from the cache, fetched with npm when missing; skip when it cannot be had."""
     spec = load_claude_code_spec()

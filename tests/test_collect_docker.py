@@ -28,18 +28,6 @@ IDS = ["toy__calc-1", "toy__calc-2"]
 
 
 @pytest.fixture(scope="session")
-def client() -> Any:
-    import docker
-
-    try:
-        engine = docker.from_env()
-        engine.ping()
-    except Exception as exc:
-        pytest.fail(f"no docker engine ({exc}); run .ci/docker.sh first")
-    return engine
-
-
-@pytest.fixture(scope="session")
 def image_tag(client: Any) -> str:
     return ensure_instance_images(client, IDS)
 
