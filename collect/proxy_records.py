@@ -9,12 +9,13 @@ Readers ignore keys they do not know.
 from __future__ import annotations
 
 import secrets
-import threading
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import Any, Literal
 
 import orjson
 from pydantic import BaseModel
+
+from collect.records import RolloutWriter
 
 Role = Literal["main", "side"]
 
@@ -54,19 +55,16 @@ def new_record_id() -> str:
     return secrets.token_hex(12)
 
 
-class RecordWriter:
-    """Appends records to one proxy.jsonl, flushed per record (a killed run keeps every exchange)."""
+class RecordWriter(RolloutWriter):
+    """Appends records to one proxy.jsonl, flushed per record (a killed run keeps every exchange),
+    counting answered requests by role (a failed one counts as an error only)."""
 
     def __init__(self, path: Path) -> None:
-        self.path = path
-        self._lock = threading.Lock()
-        self._file: IO[bytes] | None = path.open("ab")
-        # answered requests by role (a failed one counts as an error only)
+        super().__init__(path, mode="ab")
         self.counts: dict[str, int] = {"main": 0, "side": 0, "main_with_token_ids": 0, "errors": 0}
         self.last_error: str | None = None
 
-    def write(self, record: ProxyRecord) -> None:
-        line = orjson.dumps(record.model_dump(mode="json")) + b"\n"
+    def write(self, record: ProxyRecord) -> None:  # type: ignore[override]
         with self._lock:
             if record.error:
                 self.counts["errors"] += 1
@@ -75,15 +73,7 @@ class RecordWriter:
                 self.counts[record.role] += 1
                 self.counts["main_with_token_ids"] += (record.role == "main"
                                                        and record.completion_token_ids is not None)
-            if self._file is not None:
-                self._file.write(line)
-                self._file.flush()
-
-    def close(self) -> None:
-        with self._lock:
-            if self._file is not None:
-                self._file.close()
-                self._file = None
+        super().write(record)
 
 
 def read_records(path: Path) -> tuple[list[ProxyRecord], int]:

@@ -92,10 +92,10 @@ def dump_record(record: BaseModel) -> bytes:
 class RolloutWriter:
     """Appends records to one rollout file, flushed per record so a crash keeps every finished turn."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, mode: str = "wb") -> None:
         self.path = path
         self._lock = threading.Lock()
-        self._file: IO[bytes] | None = path.open("wb")
+        self._file: IO[bytes] | None = path.open(mode)
 
     def write(self, record: BaseModel) -> None:
         with self._lock:
