@@ -74,6 +74,8 @@ def load_states(path: Path) -> Iterator[TraceState]:
 def run(config: RunConfig, console: Console | None = None) -> Report:
     """The whole run: ingest, then (unless --dry-run or no teachers) ask, decide, pair and export."""
     console = console or Console(stderr=True)
+    if config.pool is not None and not config.dry_run:
+        check_credentials(config.pool.teachers)  # before ingesting: a run without keys would only fail
     report, _ = ingest_to_file(config.source, config.out, config.ingest, console)
     report.dry_run = config.dry_run
     write_json(config.out / CONFIG_FILE, config.model_dump(mode="json"))
@@ -88,6 +90,18 @@ def run(config: RunConfig, console: Console | None = None) -> Report:
             pool.cache.close()
     write_json(config.out / REPORT_FILE, report.model_dump())
     return report
+
+
+def check_credentials(teachers: str) -> None:
+    """One clear line naming the API keys the pool lacks, instead of a run of failed calls."""
+    from teachers.client import missing_keys
+    from teachers.registry import parse_pool
+
+    lacking = [f"{spec.name} needs {' or '.join(keys)}" for spec in parse_pool(teachers)
+               if (keys := missing_keys(spec))]
+    if lacking:
+        raise ReplayError("no API key for the teachers: " + "; ".join(lacking)
+                          + " (set it in the environment, or use --dry-run to estimate without calling)")
 
 
 def build_pool(options: PoolOptions) -> TeacherPool:

@@ -136,6 +136,24 @@ def api_key_for(spec: TeacherSpec) -> str | None:
     return None  # litellm reads the provider's usual environment variable
 
 
+def missing_keys(spec: TeacherSpec) -> list[str]:
+    """Environment variables litellm would need for this teacher and does not find: [] when it is set.
+
+    Only plain `*_API_KEY` providers are judged; cloud providers (bedrock, vertex, azure) can take
+    credentials from profiles and roles that litellm's check does not see.
+
+    >>> missing_keys(TeacherSpec(name="local", model="openai/m", api_base="http://127.0.0.1:8000/v1"))
+    []
+    """
+    if spec.api_key is not None or spec.api_base:
+        return []
+    found = load_litellm().validate_environment(model=spec.model)
+    missing = list(found.get("missing_keys") or [])
+    if found.get("keys_in_environment") or not all(k.endswith("_API_KEY") for k in missing):
+        return []
+    return missing
+
+
 async def complete(spec: TeacherSpec, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *,
                    timeout: float, policy: RetryPolicy, on_retry: Any = None) -> dict[str, Any]:
     """The chat.completion body (a plain dict) for one call; raises the last error when all attempts fail."""

@@ -231,3 +231,18 @@ def test_faults_lose_no_state(fixtures_root: Path, tmp_path: Path) -> None:
     assert calls["failed"] == 4 and calls["invalid"] == 4
     assert calls["retries"] >= 12  # one per faulty first attempt; a loaded machine may time out more
     assert report["states"] == 4 == (report["consensus"]["abstained"] + report["agree"] + report["pairs"])
+
+
+def test_missing_api_key_is_one_line_before_any_work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    for name in ("OPENAI_API_KEY", "DEEPSEEK_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    session = planted_session(tmp_path / "p")
+    code = main(["--source", str(session), "--out", str(tmp_path / "out"), "--teachers", "gpt-5,deepseek"])
+    error = capsys.readouterr().err
+    assert code == 2 and error.count("\n") == 1
+    assert "gpt-5 needs OPENAI_API_KEY" in error and "deepseek needs DEEPSEEK_API_KEY" in error
+    assert not (tmp_path / "out" / "states.jsonl").exists()
+    # a dry run calls nothing, so it needs no key
+    assert main(["--source", str(session), "--out", str(tmp_path / "dry"), "--teachers", "gpt-5,deepseek",
+                 "--dry-run"]) == 0
