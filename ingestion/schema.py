@@ -5,7 +5,7 @@ Everything else in teacher-replay imports these; nothing here does I/O.
 
 from __future__ import annotations
 
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -86,12 +86,6 @@ def make_state_id(source: str, trace_id: str, turn: int) -> str:
     'claude_code:abc:3'
     """
     return f"{source}:{trace_id}:{turn}"
-
-
-class Source(Protocol):
-    """Anything that yields trace states: Claude Code sessions, collected rollouts."""
-
-    def iter_states(self) -> Any: ...
 
 
 class StrictModel(BaseModel):

@@ -24,19 +24,17 @@ _NOMINAL_TOKENS = 1_000  # for ranking teachers by price; only the order matters
 @dataclass
 class Answers:
     proposals: list[Proposal]
-    excluded: list[str]
     calls_saved: int = 0
     usd_saved: float = 0.0
 
 
 async def ask_state(pool: TeacherPool, state: TraceState, early_stop: bool, min_agreement: float) -> Answers:
     """The teachers' proposals for a state (none when every teacher is of the student's family)."""
-    eligible, excluded = pool.split(state)
-    names = [t.name for t in excluded]
-    if not early_stop or not eligible:
-        return Answers(await pool.propose(state), names)
-    pool.stats.states += 1
-    pool.stats.excluded_same_family.update(names)
+    if not early_stop:
+        return Answers(await pool.propose(state))
+    eligible = pool.eligible(state)
+    if not eligible:
+        return Answers([])
     by_name = {t.name: t for t in eligible}
     ordered = [by_name[n] for n in order_by_cost(
         list(by_name), lambda n: call_cost(by_name[n].model, _NOMINAL_TOKENS, _NOMINAL_TOKENS))]
@@ -52,7 +50,7 @@ async def ask_state(pool: TeacherPool, state: TraceState, early_stop: bool, min_
     skipped = ordered[len(proposals):]
     messages, tools = pool.request(state)
     usd = sum(estimate(t, messages, tools, pool.expected_completion_tokens).cost_usd for t in skipped)
-    return Answers(proposals, names, calls_saved=len(skipped), usd_saved=usd)
+    return Answers(proposals, calls_saved=len(skipped), usd_saved=usd)
 
 
 class Judge:

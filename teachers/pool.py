@@ -85,15 +85,18 @@ class TeacherPool:
 
     # --- asking ------------------------------------------------------------------------------------
 
-    async def propose(self, state: TraceState) -> list[Proposal]:
-        """Every eligible teacher x sample, concurrently, in pool order; [] if all are excluded."""
+    def eligible(self, state: TraceState) -> list[TeacherSpec]:
+        """The teachers that may vote on this state, counting the state and its exclusions once."""
         eligible, excluded = self.split(state)
         self.stats.states += 1
         self.stats.excluded_same_family.update(t.name for t in excluded)
         if not eligible:
             self.stats.states_all_excluded += 1
-            return []
-        return list(await asyncio.gather(*(self.ask(t, state, s) for t in eligible
+        return eligible
+
+    async def propose(self, state: TraceState) -> list[Proposal]:
+        """Every eligible teacher x sample, concurrently, in pool order; [] if all are excluded."""
+        return list(await asyncio.gather(*(self.ask(t, state, s) for t in self.eligible(state)
                                            for s in range(self.samples))))
 
     async def ask(self, teacher: TeacherSpec, state: TraceState, sample: int = 0) -> Proposal:
