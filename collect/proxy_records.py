@@ -12,7 +12,6 @@ import secrets
 from pathlib import Path
 from typing import Any, Literal
 
-import orjson
 from pydantic import BaseModel
 
 from collect.records import RolloutWriter
@@ -78,17 +77,18 @@ class RecordWriter(RolloutWriter):
 
 def read_records(path: Path) -> tuple[list[ProxyRecord], int]:
     """The records of a proxy.jsonl, and how many lines could not be read (a killed run's last one)."""
+    from ingestion.jsonl import iter_records
+    from ingestion.stats import IngestStats
+
+    lines = IngestStats()  # the shared reader: recovers glued records, counts what it cannot read
     records: list[ProxyRecord] = []
     bad = 0
-    with path.open("rb") as handle:
-        for raw in handle:
-            if not raw.strip():
-                continue
-            try:
-                data = orjson.loads(raw)
-                if isinstance(data, dict) and data.get("type") == "exchange":
-                    records.append(ProxyRecord.model_validate(data))
-            except (orjson.JSONDecodeError, ValueError):
-                bad += 1
-    return records, bad
+    for _, data in iter_records(path, lines):
+        if data.get("type") != "exchange":
+            continue
+        try:
+            records.append(ProxyRecord.model_validate(data))
+        except ValueError:
+            bad += 1
+    return records, bad + sum(lines.skipped_lines.values())
 

@@ -21,18 +21,15 @@ The states:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-from pydantic import ValidationError
 
 from collect.proxy_records import ProxyRecord, read_records
 from collect.records import FinalRecord, RolloutHeader
 from ingestion.claude_code.reader import session_states
 from ingestion.options import IngestOptions
-from ingestion.rollouts import parse_arguments
+from ingestion.rollouts import parse_arguments, read_rollout
 from ingestion.schema import Action, ToolCall, TraceState, make_state_id
 from ingestion.stats import IngestStats
 
@@ -107,21 +104,15 @@ def record_action(record: ProxyRecord) -> Action:
 
 
 def _read_rollout(path: Path, stats: IngestStats) -> tuple[RolloutHeader | None, FinalRecord | None]:
-    header: RolloutHeader | None = None
-    final: FinalRecord | None = None
+    """Header and final record, through the mini agent's rollout reader; only its problems are kept,
+    since the file is read once per session file of the folder, not as a source of its own."""
+    scratch = IngestStats()
     try:
-        lines = path.read_bytes().splitlines()
+        header, _, final = read_rollout(path, scratch)
     except OSError:
         return None, None
-    for line in lines:
-        try:
-            record = json.loads(line)
-            if record.get("type") == "header" and header is None:
-                header = RolloutHeader.model_validate(record)
-            elif record.get("type") == "final":
-                final = FinalRecord.model_validate(record)
-        except (UnicodeDecodeError, json.JSONDecodeError, ValidationError, AttributeError):
-            stats.problem(str(path), None, "invalid_rollout_record")
+    for problem in scratch.problems:
+        stats.problem(problem["file"], problem["line"], problem["reason"], problem["action"])
     return header, final
 
 

@@ -97,7 +97,7 @@ def build_state(header: RolloutHeader, turn: TurnRecord, final: FinalRecord | No
 Records = tuple[RolloutHeader | None, list[TurnRecord], FinalRecord | None]
 
 
-def _read(path: Path, stats: IngestStats) -> Records:
+def read_rollout(path: Path, stats: IngestStats) -> Records:
     name = str(path)
     header: RolloutHeader | None = None
     final: FinalRecord | None = None
@@ -131,7 +131,7 @@ def iter_rollout_states(path: Path | str, stats: IngestStats) -> Iterator[TraceS
     """The states of one rollout file, in turn order. Bad lines are counted in `stats`, never raised."""
     path = Path(path)
     try:
-        header, turns, final = _read(path, stats)
+        header, turns, final = read_rollout(path, stats)
     except OSError:
         stats.problem(str(path), None, "unreadable_file", action="file")
         return
