@@ -7,10 +7,11 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from collect.config import AgentSpec
-from collect.records import ExitStatus, Observation, RolloutWriter, TurnRecord
+from collect.records import RolloutWriter
 from collect.runtime import Interrupted, RuntimeFailure
 from collect.student import StudentError, StudentReply
 from collect.tools import Workspace, execute, tool_message
+from ingestion.rollout_format import ExitStatus, Observation, TurnRecord
 
 
 class Asker(Protocol):

@@ -10,7 +10,7 @@ The patch and the reward come from collect/runner.py exactly as for the minimal 
 
 What one instance leaves in DIR/<instance_id>/ (ingestion/claude_rollouts.py reads it):
   rollout.jsonl   header (agent "claude-code", CLI version, model map) and final (patch, reward)
-  proxy.jsonl     one exchange per Messages request: token ids, logprobs (collect/proxy_records.py)
+  proxy.jsonl     one exchange per Messages request: token ids, logprobs (ingestion/rollout_format.py)
   claude/         the CLI's config dir; its session is claude/projects/-testbed/<session id>.jsonl
   prompt.md, result.json (the `--output-format json` result), stderr.txt
 """
@@ -43,8 +43,8 @@ from collect.claude_code_session import (
     session_outcome,
 )
 from collect.config import CollectConfig, CollectError
-from collect.records import RolloutHeader
 from collect.runtime import LABEL, Interrupted, Runtime, RuntimeFailure
+from ingestion.rollout_format import RolloutHeader
 from ingestion.schema import StrictModel
 
 ROLLOUT_FILE, PROXY_FILE = "rollout.jsonl", "proxy.jsonl"

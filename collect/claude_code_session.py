@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from collect.claude_code_cli import tar_stream
-from collect.records import ExitStatus
+from ingestion.rollout_format import ExitStatus
 
 WORK = "/tmp/teacher-replay"
 CONFIG_DIR = f"{WORK}/claude"          # copied out as <rollout folder>/claude: its projects/ hold the session

@@ -3,7 +3,7 @@
 Claude Code speaks the Messages API to it. Each request is translated to a chat completion
 (collect/proxy_translate.py, litellm's adapter), answered by the backend with vLLM's token extension
 (`return_token_ids`, `logprobs`), translated back (as SSE when the CLI asked to stream: the whole
-answer is produced, then streamed out), and recorded (collect/proxy_records.py): the translated
+answer is produced, then streamed out), and recorded (format: ingestion/rollout_format.py): the translated
 request, the response, prompt / completion token ids, logprobs, latency, and whether it was a turn of
 the student (`main`) or a side request (titles, summaries, the "low" model's calls).
 
@@ -34,8 +34,9 @@ from typing import Any
 from pydantic import Field
 
 from collect import proxy_translate as translate
-from collect.proxy_records import ProxyRecord, RecordWriter, new_record_id
+from collect.proxy_records import RecordWriter, new_record_id
 from collect.student import EXTENSION_KEYS, StudentError, parse_completion
+from ingestion.rollout_format import ProxyRecord
 from ingestion.schema import StrictModel
 
 log = logging.getLogger("collect")

@@ -27,7 +27,7 @@ from collect.instances import (
     load_instances,
     rollout_filename,
 )
-from collect.records import FinalRecord, RolloutHeader, RolloutWriter
+from collect.records import RolloutWriter
 from collect.report import InstanceOutcome, RunReport, write_report
 from collect.runtime import (
     ContainerTracker,
@@ -40,6 +40,7 @@ from collect.runtime import (
     sweep,
 )
 from collect.student import Student
+from ingestion.rollout_format import FinalRecord, RolloutHeader
 
 log = logging.getLogger("collect")
 INTERRUPT_GRACE_S = 10.0

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any, Protocol
 
-from collect.records import Observation
 from collect.runtime import CommandResult
+from ingestion.rollout_format import Observation
 
 
 class Workspace(Protocol):

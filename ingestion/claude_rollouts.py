@@ -2,7 +2,7 @@
 the proxy record of the request that produced it.
 
 A rollout folder DIR/<instance_id>/ holds `rollout.jsonl` (header; final with the reward),
-`proxy.jsonl` (one record per Messages request, collect/proxy_records.py) and
+`proxy.jsonl` (one record per Messages request, ingestion/rollout_format.py) and
 `claude/projects/**/<session>.jsonl` (what the CLI wrote). The session is read by the Claude Code
 reader like any other (history, tools, one state per turn). Each turn is then matched by its
 `message.id`, which the proxy chose (`msg_<record id>`), and gets the record's token ids and logprobs
@@ -25,10 +25,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from collect.proxy_records import ProxyRecord, read_records
-from collect.records import FinalRecord, RolloutHeader
 from ingestion.claude_code.reader import session_states
 from ingestion.options import IngestOptions
+from ingestion.rollout_format import FinalRecord, ProxyRecord, RolloutHeader, read_proxy_records
 from ingestion.rollouts import parse_arguments, read_rollout
 from ingestion.schema import Action, ToolCall, TraceState, make_state_id
 from ingestion.stats import IngestStats
@@ -128,7 +127,7 @@ def iter_claude_rollout_states(path: Path, options: IngestOptions, stats: Ingest
         return
     if final is None:   # a run still going, or killed: the turns are good, the reward unknown
         stats.problem(str(path), None, "no_final_record", action="repaired")
-    records, bad = read_records(folder / PROXY_FILE)
+    records, bad = read_proxy_records(folder / PROXY_FILE)
     if bad:
         stats.skipped_lines["invalid_proxy_record"] += bad
     by_message = {record.message_id: record for record in records}

@@ -3,7 +3,7 @@
 One state per student turn: `messages` are the turn's request messages (messages[0] is the agent's own
 system prompt), `tools` the agent's tool schemas, `student_action` the student's reply, and the
 metadata carries what RL-style training needs: token ids, logprobs and the rollout's reward.
-The format is defined in collect/records.py and documented in collect/ROLLOUT_FORMAT.md.
+The format is defined in ingestion/rollout_format.py and documented in collect/ROLLOUT_FORMAT.md.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from collect.records import FORMAT, SUFFIX, FinalRecord, RolloutHeader, TurnRecord
 from ingestion.jsonl import iter_records
+from ingestion.rollout_format import FORMAT, SUFFIX, FinalRecord, RolloutHeader, TurnRecord
 from ingestion.schema import Action, ToolCall, TraceState, make_state_id
 from ingestion.stats import IngestStats
 

@@ -46,8 +46,9 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     from ingestion.schema import ReplayError
-    from replay.ablation_run import AblateConfig, ablate
-    from replay.ablation_summary import print_summary
+    from replay.ablation.load import AblateConfig
+    from replay.ablation.run import ablate
+    from replay.ablation.summary import print_summary
 
     config = AblateConfig(run=args.run, pools=args.pools, all_subsets=args.all_subsets,
                           leave_one_out=args.leave_one_out, out=args.out, allow_calls=args.allow_calls,

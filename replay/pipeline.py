@@ -132,7 +132,7 @@ def estimate_run(pool: TeacherPool, states_path: Path) -> dict[str, dict[str, fl
 
 async def _replay(config: RunConfig, pool: TeacherPool, report: Report, console: Console) -> None:
     from replay.ask import Judge
-    from replay.replay import replay_states
+    from replay.decide import replay_states
     from teachers.registry import parse_pool
 
     judge = None

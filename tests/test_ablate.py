@@ -7,7 +7,6 @@ import hashlib
 import json
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -245,11 +244,9 @@ def test_user_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert exit_info.value.code == 2
 
 
-def test_help_is_instant() -> None:
-    started = time.perf_counter()
+def test_help_imports_nothing_heavy() -> None:
     done = subprocess.run([sys.executable, "-m", "replay.ablate", "--help"], cwd=ROOT, capture_output=True,
                           text=True, check=True)
-    assert time.perf_counter() - started < 3.0
     assert "--all-subsets" in done.stdout and "--allow-calls" in done.stdout
     imported = subprocess.run([sys.executable, "-X", "importtime", "-m", "replay.ablate", "--help"], cwd=ROOT,
                               capture_output=True, text=True, check=True).stderr

@@ -1,4 +1,4 @@
-"""replay.ablation / ablation_agreement / ablation_outputs: pools, per-state exclusion, counts, kappa."""
+"""replay.ablation: pools, per-state exclusion, counts, kappa, outputs."""
 
 from __future__ import annotations
 
@@ -9,21 +9,19 @@ from pathlib import Path
 import pytest
 
 from ingestion.schema import Action, Proposal, ToolCall, TraceState
-from replay.ablation import (
+from replay.ablation.agreement import agreement_matrix, cohen_kappa
+from replay.ablation.evaluate import evaluate_pool, jaccard, method_decider
+from replay.ablation.load import missing_answers
+from replay.ablation.outputs import csv_text, write_plot
+from replay.ablation.pools import (
     AblationError,
     all_subsets,
-    evaluate_pool,
-    jaccard,
     leave_one_out,
-    method_decider,
-    missing_answers,
     pool_dirname,
     split_pools,
     unique_pools,
 )
-from replay.ablation_agreement import agreement_matrix, cohen_kappa
-from replay.ablation_outputs import csv_text, write_plot
-from replay.ablation_run import Ablation
+from replay.ablation.result import Ablation
 from teachers.registry import TeacherSpec
 
 

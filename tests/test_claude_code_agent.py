@@ -26,9 +26,8 @@ from collect.claude_code_cli import (
 )
 from collect.claude_code_session import extract_work
 from collect.config import CollectConfig, CollectError
-from collect.proxy_records import ProxyRecord
-from collect.records import FinalRecord
 from ingestion.options import IngestOptions
+from ingestion.rollout_format import FinalRecord, ProxyRecord
 from ingestion.sources import iter_states
 from ingestion.stats import IngestStats
 

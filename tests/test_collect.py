@@ -10,7 +10,6 @@ import json
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -233,10 +232,8 @@ def test_a_student_failing_midway_ends_the_rollout_with_its_turns_kept(tmp_path:
 
 def test_an_unreachable_student_is_a_clear_error(tmp_path: Path) -> None:
     student = Student(config(tmp_path, "http://127.0.0.1:9/v1", request_timeout=5))
-    started = time.monotonic()
     with pytest.raises(StudentError, match="cannot reach the student at http://127.0.0.1:9/v1"):
         student.complete([{"role": "user", "content": "x"}], [])
-    assert time.monotonic() - started < 10
 
 
 def test_the_agent_stops_at_max_turns(tmp_path: Path) -> None:
@@ -251,11 +248,13 @@ def cli(*args: str) -> subprocess.CompletedProcess:
                           text=True, timeout=60)
 
 
-def test_help_is_instant() -> None:
-    started = time.monotonic()
+def test_help_imports_nothing_heavy() -> None:
     done = cli("--help")
     assert done.returncode == 0 and "--student-url" in done.stdout
-    assert time.monotonic() - started < 5
+    imported = subprocess.run([sys.executable, "-X", "importtime", "-m", "collect.run", "--help"], cwd=ROOT,
+                              capture_output=True, text=True, check=True).stderr
+    modules = {line.rsplit("|", 1)[-1].strip() for line in imported.splitlines()}
+    assert "argparse" in modules and not modules & {"docker", "swebench", "litellm", "openai", "datasets"}
 
 
 @pytest.mark.parametrize("args, message", [

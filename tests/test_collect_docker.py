@@ -126,7 +126,6 @@ def test_an_unreachable_student_fails_each_instance(tmp_path: Path, client: Any,
 
 
 def test_a_command_that_hangs_is_killed_at_the_timeout(tmp_path: Path, client: Any, image_tag: str) -> None:
-    started = time.monotonic()
     with LLMServer(scripted_student) as server:
         code, report, stderr = collect(tmp_path, [toy_instance("toy__calc-1", "slow")], server.url, image_tag,
                                        "--command-timeout", "2")
@@ -134,7 +133,6 @@ def test_a_command_that_hangs_is_killed_at_the_timeout(tmp_path: Path, client: A
     observation = records(tmp_path / "out/toy__calc-1.rollout.jsonl")[1]["observations"][0]
     assert observation["timed_out"] is True and observation["exit_code"] == 124
     assert observation["output"].startswith("start\n[timed out")
-    assert time.monotonic() - started < 45                 # the command sleeps 60 s
     assert leftovers(client) == []
 
 

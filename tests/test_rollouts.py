@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from collect.config import load_agent_spec
-from collect.records import FinalRecord, Observation, RolloutHeader, RolloutWriter, TurnRecord
+from collect.records import RolloutWriter
+from ingestion.rollout_format import FinalRecord, Observation, RolloutHeader, TurnRecord
 from ingestion.rollouts import is_rollout_file, iter_rollout_states
 from ingestion.stats import IngestStats
 

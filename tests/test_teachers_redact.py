@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import time
 from collections import Counter
 
 import pytest
@@ -89,10 +88,10 @@ def test_messages_nested_are_redacted_and_input_untouched() -> None:
     assert redact_messages(redacted) == (redacted, Counter())  # idempotent
 
 
-def test_large_prompt_is_fast() -> None:
+def test_large_prompt_keeps_code_and_finds_the_secret() -> None:
+    # How fast this is belongs to bench/redact.py; here only what it finds.
     line = "    result = compute_something(alpha, beta, gamma)  # an ordinary line of code {}\n"
-    text = "".join(line.format(i) for i in range(10_000)) + "AWS_SECRET_ACCESS_KEY=" + "A" * 40
-    start = time.perf_counter()
-    redacted, counts = redact_text(text)
-    assert time.perf_counter() - start < 2.0  # ~0.8 MB; ~0.3 s measured on 2 cores
+    code = "".join(line.format(i) for i in range(10_000))
+    redacted, counts = redact_text(code + "AWS_SECRET_ACCESS_KEY=" + "A" * 40)
+    assert redacted.startswith(code)
     assert counts["aws_secret_key"] + counts["env_secret"] == 1 and "A" * 40 not in redacted

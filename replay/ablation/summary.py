@@ -6,7 +6,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from replay.ablation_run import Ablation
+from replay.ablation.result import Ablation
 
 
 def print_summary(ablation: Ablation, console: Console | None = None) -> None:

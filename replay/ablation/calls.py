@@ -14,11 +14,12 @@ from typing import TYPE_CHECKING
 
 from consensus.result import ConsensusResult
 from ingestion.schema import Proposal, TraceState
-from replay.ablation import AblationError, Decide, pool_name, pool_proposals
+from replay.ablation.evaluate import Decide, pool_proposals
+from replay.ablation.pools import AblationError, pool_name
 from teachers.registry import TeacherSpec, parse_pool
 
 if TYPE_CHECKING:
-    from replay.ablation_run import RunData
+    from replay.ablation.load import RunData
     from teachers.pool import TeacherPool
 
 Task = Callable[[str, int], Callable[[str], None]]  # (label, total) -> tick(info)

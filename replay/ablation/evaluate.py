@@ -1,8 +1,8 @@
-"""Teacher-pool ablations, computed: which pools to try, and what each pool would have decided.
+"""What each teacher pool would have decided, from the answers a run already has. Pure.
 
 Pure: states and the run's proposals in, counts and DPO rows out; no I/O, no calls. A state's
 consensus comes from `consensus.methods.run_method` (or a judgement made beforehand) and its verdict
-from `replay.replay.settle`, the functions `replay.run` decides with, so a pool's counts mean the
+from `replay.decide.settle`, the functions `replay.run` decides with, so a pool's counts mean the
 same as a run's, and the run's own pool gets the run's counts by construction.
 
 A pool sees, per state, only the proposals of its teachers that are eligible there: same-family
@@ -11,144 +11,22 @@ exclusion is applied per state with `teachers.registry.split_by_family`, as in t
 
 from __future__ import annotations
 
-import hashlib
-import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import combinations
 from typing import Any
 
 from pydantic import BaseModel, Field, computed_field
 
 from consensus.methods import run_method
 from consensus.result import ConsensusResult
-from ingestion.schema import Proposal, ReplayError, TraceState
+from ingestion.schema import Proposal, TraceState
+from replay.ablation.pools import pool_name
+from replay.decide import settle
 from replay.pairs import PromptMemo
-from replay.replay import settle
 from teachers.registry import TeacherSpec, split_by_family
 
-MAX_SUBSET_TEACHERS = 8  # --all-subsets: 2^8 - 1 = 255 pools, each a dataset; beyond that, name the pools
-_UNSAFE = re.compile(r"[^A-Za-z0-9._+-]+")
-_MAX_DIRNAME = 120
-
 Decide = Callable[[TraceState, list[Proposal]], ConsensusResult]
-
-
-class AblationError(ReplayError):
-    """A pool that cannot be computed from the run as asked (unknown teacher, missing answers, ...)."""
-
-
-def pool_name(teachers: Sequence[str]) -> str:
-    """A pool's name: its teachers joined by `+`.
-
-    >>> pool_name(["gpt-5", "deepseek"])
-    'gpt-5+deepseek'
-    """
-    return "+".join(teachers)
-
-
-def pool_dirname(teachers: Sequence[str]) -> str:
-    """A folder name for a pool, safe on any filesystem; a name that had to change gets a short hash,
-    so two pools never share a folder.
-
-    >>> pool_dirname(["gpt-5", "deepseek"]), pool_dirname(["openrouter/qwen/qwen3-coder"])
-    ('gpt-5+deepseek', 'openrouter_qwen_qwen3-coder-ef13f0')
-    """
-    name = pool_name(teachers)
-    safe = _UNSAFE.sub("_", name).strip("._") or "pool"
-    if safe == name and len(name) <= _MAX_DIRNAME:
-        return name
-    return f"{safe[:_MAX_DIRNAME]}-{hashlib.sha256(name.encode()).hexdigest()[:6]}"
-
-
-def split_pools(text: str) -> list[list[str]]:
-    """`--pools "a,b;a;b"` → one list of entries per pool (empty pools dropped).
-
-    >>> split_pools("gpt-5, deepseek; gpt-5 ;; deepseek")
-    [['gpt-5', 'deepseek'], ['gpt-5'], ['deepseek']]
-    """
-    pools = [[entry.strip() for entry in group.split(",") if entry.strip()] for group in text.split(";")]
-    return [pool for pool in pools if pool]
-
-
-def all_subsets(teachers: Sequence[str]) -> list[tuple[str, ...]]:
-    """Every non-empty subset, largest first, each in the given teacher order.
-
-    >>> all_subsets(["a", "b", "c"])
-    [('a', 'b', 'c'), ('a', 'b'), ('a', 'c'), ('b', 'c'), ('a',), ('b',), ('c',)]
-    """
-    if len(teachers) > MAX_SUBSET_TEACHERS:
-        raise AblationError(f"--all-subsets with {len(teachers)} teachers makes {2 ** len(teachers) - 1} "
-                            f"pools; at most {MAX_SUBSET_TEACHERS} teachers: name the pools with --pools "
-                            f"or use --leave-one-out")
-    return [combo for size in range(len(teachers), 0, -1) for combo in combinations(teachers, size)]
-
-
-def leave_one_out(teachers: Sequence[str]) -> list[tuple[str, ...]]:
-    """The full pool, then the pool without each teacher in turn (an empty pool is skipped).
-
-    >>> leave_one_out(["a", "b", "c"])
-    [('a', 'b', 'c'), ('b', 'c'), ('a', 'c'), ('a', 'b')]
-    """
-    rest = [tuple(t for t in teachers if t != left) for left in teachers]
-    return [tuple(teachers), *(pool for pool in rest if pool)]
-
-
-def unique_pools(full: Sequence[str], pools: Iterable[Sequence[str]]) -> list[tuple[str, ...]]:
-    """The full pool first, then each other pool once (a pool is a set: `b,a` is `a,b`), teachers in
-    the full pool's order, teachers new to it after, in the order given.
-
-    >>> unique_pools(["a", "b"], [["b", "a"], ["x", "a"], ["a", "x"], ["b"]])
-    [('a', 'b'), ('a', 'x'), ('b',)]
-    """
-    rank = {name: i for i, name in enumerate(full)}
-    out, seen = [tuple(full)], {frozenset(full)}
-    for pool in pools:
-        members = list(dict.fromkeys(pool))
-        ordered = tuple(sorted(members, key=lambda t: (rank.get(t, len(rank)), members.index(t))))
-        if frozenset(ordered) not in seen:
-            seen.add(frozenset(ordered))
-            out.append(ordered)
-    return out
-
-
-def index_answers(proposals: Iterable[Proposal]) -> dict[str, list[Proposal]]:
-    """Proposals by state_id, in the order given (the run's order, which tie-breaks may depend on).
-
-    >>> p = lambda s, t: Proposal(state_id=s, teacher=t, model=t)
-    >>> answers = index_answers([p("s1", "a"), p("s2", "a"), p("s1", "b")])
-    >>> {k: [x.teacher for x in v] for k, v in answers.items()}
-    {'s1': ['a', 'b'], 's2': ['a']}
-    """
-    out: dict[str, list[Proposal]] = {}
-    for proposal in proposals:
-        out.setdefault(proposal.state_id, []).append(proposal)
-    return out
-
-
-def missing_answers(states: Sequence[TraceState], answers: Mapping[str, Sequence[Proposal]],
-                    teachers: Sequence[TeacherSpec], samples: int, allow_same_family: bool
-                    ) -> list[tuple[int, TeacherSpec, int]]:
-    """(state index, teacher, sample) of every answer an eligible teacher owes and `answers` lacks:
-    teachers new to the run, and those an `--early-stop` run never asked. State-major order.
-
-    >>> from ingestion.schema import Action
-    >>> s = TraceState(state_id="s", trace_id="t", turn=0, source="claude_code", messages=[],
-    ...                student_action=Action(), student_model="claude-sonnet-4-5")
-    >>> pool = [TeacherSpec(name="a", model="openai/a"), TeacherSpec(name="b", model="openai/b"),
-    ...         TeacherSpec(name="opus", model="claude-opus-4", family="anthropic")]
-    >>> [(i, t.name, k) for i, t, k in missing_answers([s], {"s": [Proposal(state_id="s", teacher="a",
-    ...     model="openai/a")]}, pool, 1, False)]
-    [(0, 'b', 0)]
-    """
-    out = []
-    for index, state in enumerate(states):
-        have = {(p.teacher, p.sample) for p in answers.get(state.state_id, ())}
-        eligible, _ = split_by_family(teachers, state.student_model, allow_same_family)
-        out += [(index, t, k) for t in eligible for k in range(samples) if (t.name, k) not in have]
-    return out
-
 
 def pool_proposals(teachers: Sequence[TeacherSpec], state: TraceState,
                    answers: Mapping[str, Sequence[Proposal]], allow_same_family: bool

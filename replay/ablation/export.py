@@ -15,24 +15,14 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from replay.ablation import (
-    AblationError,
-    Decide,
-    PoolCounts,
-    evaluate_pool,
-    jaccard,
-    method_decider,
-    pool_dirname,
-    pool_name,
-)
+from replay.ablation.evaluate import Decide, PoolCounts, evaluate_pool, jaccard, method_decider
+from replay.ablation.load import AblateConfig, RunData
+from replay.ablation.pools import AblationError, pool_dirname, pool_name
 from replay.export import JsonMemo
 from replay.pairs import PromptMemo
 from teachers.registry import TeacherSpec
-
-if TYPE_CHECKING:
-    from replay.ablation_run import AblateConfig, RunData
 
 _MAX_WORKERS = 8  # each worker holds one pool's rows and Arrow buffers; more rarely pays on disk
 

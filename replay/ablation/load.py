@@ -1,42 +1,29 @@
-"""`replay.ablate`'s work: load a finished run, gather each pool's answers, decide, write the outputs.
+"""Load a finished `replay.run` for an ablation: its settings, states and answers, and the pools asked for.
 
 Answers come from the run's `proposals.jsonl`, read once; states are not re-redacted nor re-hashed per
-pool. Only what the run lacks needs the teachers: a teacher new to the run, the answers an
-`--early-stop` run never asked for, and (`--consensus judge` runs) the judgements of the other pools.
-Those go through a `TeacherPool` on the run's own cache and settings, and only with `--allow-calls`;
-answers the cache already holds cost nothing. Without it they are an error that says what is
-missing, unless `--allow-missing` (early-stop gaps only) counts them as no vote.
+pool.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
-from pydantic import BaseModel, Field, ValidationError
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from pydantic import ValidationError
 
 from ingestion.schema import Proposal, StrictModel, TraceState
-from replay.ablation import (
+from replay.ablation.pools import (
     AblationError,
-    Decide,
-    PoolCounts,
     all_subsets,
-    index_answers,
     leave_one_out,
-    missing_answers,
     split_pools,
     unique_pools,
 )
-from replay.ablation_agreement import AgreementMatrix, agreement_matrix
 from replay.options import RunConfig
-from teachers.registry import TeacherSpec, parse_pool
+from teachers.registry import TeacherSpec, parse_pool, split_by_family
 
 
 class AblateConfig(StrictModel):
@@ -53,18 +40,6 @@ class AblateConfig(StrictModel):
     def out_dir(self) -> Path:
         return self.out if self.out is not None else self.run / "ablation"
 
-
-class Ablation(BaseModel):
-    """What `ablate` computed and wrote; rows[0] is the run's full pool."""
-
-    run: Path
-    out: Path
-    method: str
-    rows: list[PoolCounts]
-    dirs: list[str]
-    agreement: AgreementMatrix
-    calls: dict[str, int] = Field(default_factory=lambda: {"made": 0, "cached": 0, "failed": 0})
-    missing: int = 0  # answers counted as no vote (--allow-missing)
 
 
 @dataclass
@@ -138,58 +113,46 @@ def _resolve(entry: str, group: list[str], known: dict[str, TeacherSpec], allow_
     return spec.name
 
 
-@contextmanager
-def _progress(console: Console) -> Iterator[Callable[[str, int], Callable[[str], None]]]:
-    columns = [TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TextColumn("{task.fields[info]}"), TimeElapsedColumn()]
-    with Progress(*columns, console=console, disable=not console.is_terminal) as bar:
-        def task(label: str, total: int) -> Callable[[str], None]:
-            task_id = bar.add_task(label, total=total, info="")
-            return lambda info="": bar.update(task_id, advance=1, info=info)
 
-        yield task
+def index_answers(proposals: Iterable[Proposal]) -> dict[str, list[Proposal]]:
+    """Proposals by state_id, in the order given (the run's order, which tie-breaks may depend on).
 
-
-def ablate(config: AblateConfig, console: Console | None = None) -> Ablation:
-    """Compute every pool, write `<out>/<pool>/dataset` (+ pairs.jsonl, README.md) per pool and the
-    tables and plot; returns what it wrote."""
-    from replay.ablation_export import evaluate_pools
-    from replay.ablation_outputs import write_outputs
-
-    console = console or Console(stderr=True)
-    data = load_run(config.run)
-    pools = choose_pools(config, data.specs)
-    options = data.config.pool
-    method = data.config.consensus.method
-    assert options is not None  # load_run refused runs without teachers
-    if method == "judge" and not config.allow_calls:
-        raise AblationError("this run used --consensus judge: a pool's consensus needs a judge call, so "
-                            "pass --allow-calls (judgements are cached; the full pool's cost nothing)")
-    teachers = list({t.name: t for pool in pools for t in pool}.values())
-    samples = 1 if data.config.consensus.early_stop else options.samples  # early stop asks sample 0 only
-    gaps = missing_answers(data.states, data.answers, teachers, samples, options.allow_same_family)
-    calls: Counter[str] = Counter()
-    missing = 0
-    with _progress(console) as task:
-        if gaps and not config.allow_calls:
-            if not config.allow_missing:
-                raise AblationError(_gaps_message(gaps))
-            missing = len(gaps)
-        deciders: dict[str, Decide] = {}
-        if (gaps and config.allow_calls) or method == "judge":
-            from replay.ablation_calls import ask_missing
-
-            deciders = asyncio.run(ask_missing(data, pools, gaps if config.allow_calls else [], calls, task))
-        rows, dirs = evaluate_pools(config, data, pools, deciders, task)
-    matrix = agreement_matrix(data.states, data.answers, [spec.name for spec in data.specs])
-    result = Ablation(run=config.run, out=config.out_dir, method=method, rows=rows, dirs=dirs,
-                      agreement=matrix, calls={k: calls[k] for k in ("made", "cached", "failed")},
-                      missing=missing)
-    write_outputs(result)
-    return result
+    >>> p = lambda s, t: Proposal(state_id=s, teacher=t, model=t)
+    >>> answers = index_answers([p("s1", "a"), p("s2", "a"), p("s1", "b")])
+    >>> {k: [x.teacher for x in v] for k, v in answers.items()}
+    {'s1': ['a', 'b'], 's2': ['a']}
+    """
+    out: dict[str, list[Proposal]] = {}
+    for proposal in proposals:
+        out.setdefault(proposal.state_id, []).append(proposal)
+    return out
 
 
-def _gaps_message(gaps: list[tuple[int, TeacherSpec, int]]) -> str:
+def missing_answers(states: Sequence[TraceState], answers: Mapping[str, Sequence[Proposal]],
+                    teachers: Sequence[TeacherSpec], samples: int, allow_same_family: bool
+                    ) -> list[tuple[int, TeacherSpec, int]]:
+    """(state index, teacher, sample) of every answer an eligible teacher owes and `answers` lacks:
+    teachers new to the run, and those an `--early-stop` run never asked. State-major order.
+
+    >>> from ingestion.schema import Action
+    >>> s = TraceState(state_id="s", trace_id="t", turn=0, source="claude_code", messages=[],
+    ...                student_action=Action(), student_model="claude-sonnet-4-5")
+    >>> pool = [TeacherSpec(name="a", model="openai/a"), TeacherSpec(name="b", model="openai/b"),
+    ...         TeacherSpec(name="opus", model="claude-opus-4", family="anthropic")]
+    >>> [(i, t.name, k) for i, t, k in missing_answers([s], {"s": [Proposal(state_id="s", teacher="a",
+    ...     model="openai/a")]}, pool, 1, False)]
+    [(0, 'b', 0)]
+    """
+    out = []
+    for index, state in enumerate(states):
+        have = {(p.teacher, p.sample) for p in answers.get(state.state_id, ())}
+        eligible, _ = split_by_family(teachers, state.student_model, allow_same_family)
+        out += [(index, t, k) for t in eligible for k in range(samples) if (t.name, k) not in have]
+    return out
+
+
+
+def gaps_message(gaps: list[tuple[int, TeacherSpec, int]]) -> str:
     per = Counter(spec.name for _, spec, _ in gaps)
     listed = ", ".join(f"{name} ({n})" for name, n in per.items())
     return (f"{len(gaps)} answers the pools need are not in the run (an --early-stop run asks only until "

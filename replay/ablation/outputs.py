@@ -14,12 +14,12 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from replay.ablation import PoolCounts
-from replay.ablation_agreement import AgreementMatrix
+from replay.ablation.agreement import AgreementMatrix
+from replay.ablation.evaluate import PoolCounts
 from replay.files import temp_path, write_text
 
 if TYPE_CHECKING:
-    from replay.ablation_run import Ablation
+    from replay.ablation.result import Ablation
 
 CSV_FILE, MARKDOWN_FILE, AGREEMENT_FILE, PLOT_FILE = "ablation.csv", "ablation.md", "agreement.csv", \
     "ablation.png"
@@ -60,7 +60,7 @@ def csv_text(rows: list[PoolCounts], dirs: list[str]) -> str:
 def agreement_csv_text(matrix: AgreementMatrix) -> str:
     """agreement.csv: one line per ordered pair of teachers.
 
-    >>> from replay.ablation_agreement import PairAgreement
+    >>> from replay.ablation.agreement import PairAgreement
     >>> m = AgreementMatrix(teachers=["a"], cells=[[PairAgreement(a="a", b="a", states=2, agree=2, raw=1.0)]])
     >>> agreement_csv_text(m).splitlines()
     ['teacher_a,teacher_b,states,agree,raw,kappa', 'a,a,2,2,1.0,']
@@ -84,7 +84,7 @@ def _number(value: float | None) -> str:
 def markdown_text(ablation: Ablation) -> str:
     """ablation.md: the pools table, how to read it, and the full pool's agreement matrices.
 
-    >>> from replay.ablation_run import Ablation
+    >>> from replay.ablation.result import Ablation
     >>> text = markdown_text(Ablation(run="r", out="o", method="vote", dirs=["a"],
     ...     rows=[PoolCounts(pool="a", teachers=["a"], states=2, pairs=1, agree=1)],
     ...     agreement=AgreementMatrix(teachers=[], cells=[])))

@@ -1,0 +1,140 @@
+"""The rollout trace formats `collect/` writes and `ingestion/` reads, defined once, here.
+
+- `<instance>.rollout.jsonl` (mini agent) / `rollout.jsonl` (claude-code agent): a header, one record
+  per student turn, a final record (documented in collect/ROLLOUT_FORMAT.md);
+- `proxy.jsonl` (claude-code agent): one `exchange` record per Messages API request the recording
+  proxy answered, joined to the Claude Code session by `message_id`.
+
+The reader owns the format it reads: collect/ writes through these models. Readers ignore keys they
+do not know, so fields can be added without a new format version.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+from pydantic import BaseModel, Field
+
+from ingestion.jsonl import iter_records
+from ingestion.stats import IngestStats
+
+FORMAT = "teacher-replay.rollout"
+FORMAT_VERSION = 1
+SUFFIX = ".rollout.jsonl"
+
+ExitStatus = Literal["submitted", "max_turns", "student_error", "runtime_error", "interrupted"]
+
+
+class RolloutHeader(BaseModel):
+    type: Literal["header"] = "header"
+    format: str = FORMAT
+    version: int = FORMAT_VERSION
+    rollout_id: str                        # unique per rollout: "<instance_id>.<run_id>"
+    run_id: str
+    instance_id: str
+    repo: str | None = None
+    base_commit: str | None = None
+    image: str
+    student_model: str
+    student_url: str
+    sampling: dict[str, Any] = Field(default_factory=dict)    # temperature, max_tokens as sent
+    max_turns: int
+    agent_version: int
+    tools: list[dict[str, Any]]            # OpenAI tool schemas offered on every turn
+    created_at: str
+
+
+class Observation(BaseModel):
+    """What one tool call returned; the same text goes back to the student as a `tool` message."""
+
+    tool_call_id: str
+    name: str
+    output: str
+    exit_code: int | None = None           # bash only
+    timed_out: bool = False
+    truncated: bool = False
+    error: str | None = None               # the call itself was invalid (bad JSON, unknown tool, ...)
+
+
+class TurnRecord(BaseModel):
+    type: Literal["turn"] = "turn"
+    turn: int                              # 0-based
+    messages: list[dict[str, Any]]         # the request's messages exactly as sent (OpenAI chat form)
+    response: dict[str, Any]               # the assistant message: role, content, tool_calls (as returned)
+    reasoning: str | None = None           # reasoning_content / reasoning, when the server splits it out
+    finish_reason: str | None = None
+    prompt_token_ids: list[int] | None = None        # vLLM `return_token_ids`; None when not served
+    completion_token_ids: list[int] | None = None
+    logprobs: list[float] | None = None              # one per completion token
+    tokens: list[str] | None = None                  # the tokens those logprobs belong to, as text
+    usage: dict[str, Any] | None = None
+    observations: list[Observation] = Field(default_factory=list)
+    elapsed_s: float = 0.0                 # the student's answer time
+
+
+class FinalRecord(BaseModel):
+    type: Literal["final"] = "final"
+    exit_status: ExitStatus
+    turns: int
+    patch: str | None = None               # `git diff` of /testbed, untracked files included
+    reward: float | None = None            # 1.0 resolved / 0.0 not; None when not evaluated
+    resolved: bool | None = None
+    evaluation: dict[str, Any] | None = None   # the swebench harness report for this instance
+    error: str | None = None
+    elapsed_s: float = 0.0
+
+
+def dump_record(record: BaseModel) -> bytes:
+    """One JSONL line.
+
+    >>> dump_record(FinalRecord(exit_status="submitted", turns=2))[:40]
+    b'{"type":"final","exit_status":"submitted'
+    """
+    return orjson.dumps(record.model_dump(mode="json")) + b"\n"
+
+
+Role = Literal["main", "side"]
+
+
+class ProxyRecord(BaseModel):
+    type: Literal["exchange"] = "exchange"
+    id: str                                # random hex, unique across runs
+    message_id: str                        # "msg_<id>": the id the CLI got back and wrote to its session
+    request_id: str                        # "req_<id>": the `request-id` header (the session's requestId)
+    role: Role                             # main: a turn of the student; side: titles, summaries, low model
+    side_reason: str | None = None         # why a request is a side request: small_model, no_tools
+    model: str                             # the model name the CLI asked for
+    backend_model: str                     # the served model it was answered by
+    stream: bool = False                   # the CLI asked for SSE
+    started_at: str
+    latency_s: float = 0.0                 # the backend's answer time
+    request: dict[str, Any]                # the OpenAI request as sent: model, messages, tools, sampling
+    response: dict[str, Any] | None = None  # the assistant message: role, content, tool_calls
+    reasoning: str | None = None
+    finish_reason: str | None = None
+    prompt_token_ids: list[int] | None = None        # vLLM `return_token_ids`; None when not served
+    completion_token_ids: list[int] | None = None
+    logprobs: list[float] | None = None              # one per completion token
+    tokens: list[str] | None = None
+    usage: dict[str, Any] | None = None
+    anthropic_response: dict[str, Any] | None = None  # what the CLI received (before SSE framing)
+    status: int = 200                      # the HTTP status the CLI got
+    error: str | None = None               # why the backend gave no answer
+
+
+def read_proxy_records(path: Path) -> tuple[list[ProxyRecord], int]:
+    """The records of a proxy.jsonl, and how many lines could not be read (a killed run's last one)."""
+    lines = IngestStats()  # the shared reader: recovers glued records, counts what it cannot read
+    records: list[ProxyRecord] = []
+    bad = 0
+    for _, data in iter_records(path, lines):
+        if data.get("type") != "exchange":
+            continue
+        try:
+            records.append(ProxyRecord.model_validate(data))
+        except ValueError:
+            bad += 1
+    return records, bad + sum(lines.skipped_lines.values())
+

@@ -1,0 +1,25 @@
+"""What an ablation computed: one row per pool and the full pool's agreement matrix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from replay.ablation.agreement import AgreementMatrix
+from replay.ablation.evaluate import PoolCounts
+
+
+class Ablation(BaseModel):
+    """What `ablate` computed and wrote; rows[0] is the run's full pool."""
+
+    run: Path
+    out: Path
+    method: str
+    rows: list[PoolCounts]
+    dirs: list[str]
+    agreement: AgreementMatrix
+    calls: dict[str, int] = Field(default_factory=lambda: {"made": 0, "cached": 0, "failed": 0})
+    missing: int = 0  # answers counted as no vote (--allow-missing)
+
+
