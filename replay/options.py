@@ -37,6 +37,8 @@ class RunConfig(StrictModel):
     source: Path
     out: Path
     dry_run: bool = False
+    force: bool = False          # write into a non-empty folder replay.run did not make (deletes nothing)
+    max_failed: float = 0.1      # share of the states put to teachers that may fail before exit 1
     ingest: IngestOptions = IngestOptions()
     pool: PoolOptions | None = None
     consensus: ConsensusOptions = ConsensusOptions()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -14,11 +15,12 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ingestion.options import IngestOptions
-from ingestion.schema import ReplayError, TraceState
+from ingestion.schema import Proposal, ReplayError, TraceState
 from ingestion.sources import find_files, iter_states
 from ingestion.stats import IngestStats
 from replay.files import temp_path, write_json, write_jsonl
 from replay.options import PoolOptions, RunConfig
+from replay.outdir import check_out, keep_failed, run_folder, swap_in
 from replay.report import Report
 
 if TYPE_CHECKING:
@@ -42,12 +44,12 @@ def dump_state(state: TraceState) -> bytes:
     return orjson.dumps(state.model_dump(mode="json")) + b"\n"
 
 
-def ingest_to_file(source: Path, out: Path, options: IngestOptions,
-                   console: Console | None = None) -> tuple[Report, IngestStats]:
+def ingest_to_file(source: Path, out: Path, options: IngestOptions, console: Console | None = None,
+                   files: list[Path] | None = None) -> tuple[Report, IngestStats]:
     """Read every state under `source` into `out/states.jsonl`; return the report so far."""
     console = console or Console(stderr=True)
     out.mkdir(parents=True, exist_ok=True)
-    files = find_files(source)
+    files = find_files(source) if files is None else files
     stats = IngestStats()
     target = out / STATES_FILE
     tmp = temp_path(target)
@@ -71,25 +73,73 @@ def load_states(path: Path) -> Iterator[TraceState]:
                 yield TraceState.model_validate(orjson.loads(line))
 
 
+class RunFailed(ReplayError):
+    """The run ended without a dataset worth writing (too many failed states): exit 1, OUT untouched."""
+
+
 def run(config: RunConfig, console: Console | None = None) -> Report:
-    """The whole run: ingest, then (unless --dry-run or no teachers) ask, decide, pair and export."""
+    """The whole run: ingest, then (unless --dry-run or no teachers) ask, decide, pair and export.
+
+    Everything is written into a fresh folder inside OUT and swapped in at the end, so a run that
+    fails (RunFailed, CacheError, an interrupt) leaves OUT's previous files as they were."""
     console = console or Console(stderr=True)
+    check_out(config.out, config.force)
+    files = find_files(config.source)
     if config.pool is not None and not config.dry_run:
         check_credentials(config.pool.teachers)  # before ingesting: a run without keys would only fail
-    report, _ = ingest_to_file(config.source, config.out, config.ingest, console)
-    report.dry_run = config.dry_run
-    write_json(config.out / CONFIG_FILE, config.model_dump(mode="json"))
-    if config.pool is not None:
-        pool = build_pool(config.pool)
-        try:
-            if config.dry_run:
-                report.extra["estimate"] = estimate_run(pool, config.out / STATES_FILE)
-            else:
-                asyncio.run(_replay(config, pool, report, console))
-        finally:
-            pool.cache.close()
-    write_json(config.out / REPORT_FILE, report.model_dump())
+    pool = build_pool(config.pool) if config.pool is not None else None  # a cache fault stops us here
+    try:
+        if pool is not None and pool.cache.notice:
+            console.print(f"[yellow]{pool.cache.notice}[/yellow]")
+        with run_folder(config.out) as work:
+            report = _run_into(work, config, pool, console, files)
+            swap_in(work, config.out)
+    finally:
+        if pool is not None:
+            pool.cache.close()  # commits what is queued, gives back this run's leases
     return report
+
+
+def _run_into(work: Path, config: RunConfig, pool: TeacherPool | None, console: Console,
+              files: list[Path]) -> Report:
+    report, _ = ingest_to_file(config.source, work, config.ingest, console, files)
+    report.dry_run = config.dry_run
+    write_json(work / CONFIG_FILE, config.model_dump(mode="json"))
+    if pool is not None and config.dry_run:
+        report.extra["estimate"] = estimate_run(pool, work / STATES_FILE)
+    elif pool is not None:
+        rows = _ask(work, config, pool, report, console)
+        if failure := too_many_failed(report, config.max_failed):
+            write_json(work / REPORT_FILE, report.model_dump())
+            kept = keep_failed(work, config.out)
+            raise RunFailed(f"{failure}; {config.out} was left as it was (this run's report: "
+                            f"{kept / REPORT_FILE}); every answer received is cached: fix the cause and "
+                            f"run again")
+        export_pairs(config, work, rows, report)
+    write_json(work / REPORT_FILE, report.model_dump())
+    return report
+
+
+def too_many_failed(report: Report, max_failed: float) -> str | None:
+    """Why the run must not replace OUT's dataset: more than `max_failed` of the states put to
+    teachers failed. None when it may.
+
+    >>> r = Report(states=10, states_failed=2)
+    >>> too_many_failed(r, 0.1)
+    '2 of 10 states failed (20%, more than --max-failed 10%)'
+    >>> too_many_failed(r, 0.2) is None
+    True
+    """
+    asked = report.states - report.states_all_teachers_excluded
+    if not asked or report.states_failed <= max_failed * asked:
+        return None
+    text = (f"{report.states_failed} of {asked} states failed ({report.states_failed / asked:.0%}, more than "
+            f"--max-failed {max_failed:.0%})")
+    if report.states_budget_stopped:
+        text += f", {report.states_budget_stopped} of them because --max-cost was reached"
+    if reasons := report.extra.get("failure_kinds"):
+        text += " — " + ", ".join(f"{kind}: {n}" for kind, n in list(reasons.items())[:4])
+    return text
 
 
 def check_credentials(teachers: str) -> None:
@@ -105,10 +155,13 @@ def check_credentials(teachers: str) -> None:
 
 
 def build_pool(options: PoolOptions) -> TeacherPool:
+    """The pool on its cache (opened and checked here: `CacheError` before anything is asked)."""
     from teachers.cache import ResponseCache
+    from teachers.llm import load_litellm
     from teachers.pool import TeacherPool
     from teachers.registry import parse_pool
 
+    load_litellm()  # its 3 s import now, not on the threads of the first calls
     return TeacherPool(parse_pool(options.teachers), cache=ResponseCache(options.cache),
                        concurrency=options.concurrency, per_teacher=options.per_teacher,
                        timeout=options.timeout, samples=options.samples, max_cost=options.max_cost,
@@ -130,9 +183,24 @@ def estimate_run(pool: TeacherPool, states_path: Path) -> dict[str, dict[str, fl
     return totals
 
 
-async def _replay(config: RunConfig, pool: TeacherPool, report: Report, console: Console) -> None:
+def _ask(work: Path, config: RunConfig, pool: TeacherPool, report: Report, console: Console) -> list:
+    """Teachers → consensus → pairs for every state in `work`; proposals.jsonl; the report's counts."""
+    from replay.looplag import LoopLag
+
+    outcomes, judge, lag = asyncio.run(_replay(work, config, pool, report, console))
+    proposals = (p.model_dump(mode="json") for p in outcomes.ordered_proposals())
+    write_jsonl(work / PROPOSALS_FILE, proposals)
+    _fill_report(report, pool, outcomes, judge)
+    report.extra["loop_lag_ms"] = lag.summary() if isinstance(lag, LoopLag) else lag
+    report.extra["failure_kinds"] = _failure_kinds(outcomes.ordered_proposals())
+    return outcomes.ordered_rows()
+
+
+async def _replay(work: Path, config: RunConfig, pool: TeacherPool, report: Report,
+                  console: Console) -> tuple[Any, Any, Any]:
     from replay.ask import Judge
     from replay.decide import replay_states
+    from replay.looplag import LoopLag
     from teachers.registry import parse_pool
 
     judge = None
@@ -146,12 +214,19 @@ async def _replay(config: RunConfig, pool: TeacherPool, report: Report, console:
             bar.update(task, advance=1, info=f"calls {stats.made} · cached {stats.cached} · "
                                              f"failed {stats.failed} · ${stats.cost_usd:.4f}")
 
-        outcomes = await replay_states(load_states(config.out / STATES_FILE), pool, config.consensus,
-                                       judge, on_state=tick)
-    proposals = (p.model_dump(mode="json") for p in outcomes.ordered_proposals())
-    write_jsonl(config.out / PROPOSALS_FILE, proposals)
-    _fill_report(report, pool, outcomes, judge)
-    export_pairs(config, outcomes.ordered_rows(), report)
+        async with LoopLag() as lag:
+            try:
+                outcomes = await replay_states(load_states(work / STATES_FILE), pool, config.consensus,
+                                               judge, on_state=tick)
+            except* ReplayError as group:  # a cache fault in one task stops them all: say it once
+                raise group.exceptions[0] from None
+    return outcomes, judge, lag
+
+
+def _failure_kinds(proposals: list[Proposal]) -> dict[str, int]:
+    """Failed and invalid calls by kind (`connection`, `timeout`, `invalid_tool_arguments`, ...)."""
+    kinds = Counter(p.error.split(":")[0] for p in proposals if p.action is None and p.error)
+    return dict(kinds.most_common())
 
 
 def _fill_report(report: Report, pool: TeacherPool, outcomes: Any, judge: Any) -> None:
@@ -164,6 +239,7 @@ def _fill_report(report: Report, pool: TeacherPool, outcomes: Any, judge: Any) -
     report.extra["per_teacher"] = pool_report["per_teacher"]
     verdicts = outcomes.verdicts
     report.states_all_teachers_excluded = verdicts["all_teachers_excluded"]
+    report.states_failed, report.states_budget_stopped = verdicts["failed"], outcomes.budget_stopped
     report.consensus = {"reached": verdicts["agree"] + verdicts["pair"], "abstained": verdicts["abstained"]}
     report.agree, report.pairs = verdicts["agree"], verdicts["pair"]
     report.extra["early_stop"] = {"calls_saved": outcomes.calls_saved,
@@ -173,8 +249,8 @@ def _fill_report(report: Report, pool: TeacherPool, outcomes: Any, judge: Any) -
         report.cost_usd = round(report.cost_usd + judge.cost_usd, 6)
 
 
-def export_pairs(config: RunConfig, rows: list[dict[str, Any]], report: Report) -> None:
-    """Pre-flight (optional), then the dataset, pairs.jsonl and the dataset card."""
+def export_pairs(config: RunConfig, out: Path, rows: list[dict[str, Any]], report: Report) -> None:
+    """Pre-flight (optional), then the dataset, pairs.jsonl and the dataset card, into `out`."""
     from replay.export import export_dataset, push_to_hub, write_card
 
     if config.export.preflight_tokenizer:
@@ -183,11 +259,11 @@ def export_pairs(config: RunConfig, rows: list[dict[str, Any]], report: Report) 
         rows, dropped = preflight(rows, config.export.preflight_tokenizer, config.export.max_length)
         report.preflight_dropped = sum(dropped.values())
         report.extra["preflight_dropped_by_reason"] = dict(dropped)
-    export_dataset(rows, config.out)
+    export_dataset(rows, out)
     report.extra["dataset_rows"] = len(rows)
-    write_card(config.out, _card_info(config, rows, report))
+    write_card(out, _card_info(config, rows, report))
     if config.export.push_to_hub:
-        push_to_hub(config.out, config.export.push_to_hub)
+        push_to_hub(out, config.export.push_to_hub)
 
 
 def _card_info(config: RunConfig, rows: list[dict[str, Any]], report: Report) -> dict[str, Any]:
@@ -198,7 +274,8 @@ def _card_info(config: RunConfig, rows: list[dict[str, Any]], report: Report) ->
         "teachers": teachers, "excluded_teachers": report.excluded_same_family,
         "method": config.consensus.method, "min_agreement": config.consensus.min_agreement,
         "counts": {"states": report.states, "all_teachers_excluded": report.states_all_teachers_excluded,
-                   "abstained": report.consensus["abstained"], "agree": report.agree,
-                   "pairs": report.pairs, "preflight_dropped": report.preflight_dropped},
+                   "failed": report.states_failed, "abstained": report.consensus["abstained"],
+                   "agree": report.agree, "pairs": report.pairs,
+                   "preflight_dropped": report.preflight_dropped},
         "cost_usd": report.cost_usd, "command": config.command,
     }

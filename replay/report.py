@@ -17,6 +17,9 @@ class Report(BaseModel):
     traces: int = 0
     states: int = 0
     states_all_teachers_excluded: int = 0
+    # Every state is exactly one of: all teachers excluded, failed, abstained, agree, pair.
+    states_failed: int = 0           # teachers asked, not one usable answer (failed, malformed, budget)
+    states_budget_stopped: int = 0   # of states_failed: where --max-cost kept calls from being made
     teacher_calls: dict[str, int] = Field(default_factory=lambda: {"made": 0, "cached": 0, "failed": 0})
     excluded_same_family: dict[str, int] = Field(default_factory=dict)
     redactions: dict[str, int] = Field(default_factory=dict)

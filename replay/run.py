@@ -1,19 +1,40 @@
-"""`python -m replay.run`: agent traces in, DPO preference data out."""
+"""`python -m replay.run`: agent traces in, DPO preference data out.
+
+Exit codes: 0 done; 1 the run failed (cache fault, more than --max-failed of the states failed) and
+OUT was left as it was; 2 bad flags or input, before any work; 130 / 143 interrupted by SIGINT /
+SIGTERM (every answer received is in the cache, OUT as it was).
+"""
 
 from __future__ import annotations
 
 import argparse
 import shlex
+import signal
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import NoReturn
 
 from ingestion.options import DEFAULT_MAX_MESSAGE_CHARS, DEFAULT_MAX_PROMPT_TOKENS, IngestOptions
 from ingestion.schema import ReplayError
+from replay.flags import at_least, fraction, out_folder, positive_float, usd
 from replay.options import ConsensusOptions, ExportOptions, PoolOptions, RunConfig
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse whose errors are one line (its usage block is many), exit 2 as argparse's."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {message} (see --help)\n")
+
+
+class Interrupted(BaseException):
+    """SIGTERM, raised like SIGINT's KeyboardInterrupt so every `finally` runs."""
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="python -m replay.run",
         description="Turn Claude Code sessions or SWE-bench rollouts into DPO pairs: a pool of teacher "
                     "LLMs answers every assistant turn; their consensus is `chosen`, the student's "
@@ -22,8 +43,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--source", type=Path, required=True,
                         help="a session .jsonl, a project folder, or ~/.claude/projects (searched "
                              "recursively); rollout dirs from collect.run work too")
-    parser.add_argument("--out", type=Path, default=Path("replay-out"),
-                        help="output folder (default: ./replay-out)")
+    parser.add_argument("--out", type=out_folder, default=Path("replay-out"),
+                        help="output folder (default: ./replay-out); a run writes into a hidden folder "
+                             "inside it and swaps it in at the end")
+    parser.add_argument("--force", action="store_true",
+                        help="write into a non-empty folder replay.run did not make (nothing in it is "
+                             "deleted or replaced)")
     parser.add_argument("--dry-run", action="store_true",
                         help="ingest and estimate only: write states.jsonl and report.json (with tokens "
                              "and USD per teacher when --teachers is given), call nothing")
@@ -37,11 +62,14 @@ def build_parser() -> argparse.ArgumentParser:
 def _ingest_flags(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--include-subagents", action="store_true",
                        help="also read subagent / sidechain transcripts as traces of their own")
-    group.add_argument("--max-states", type=int, default=None, metavar="N", help="stop after N states")
-    group.add_argument("--max-message-chars", type=int, default=DEFAULT_MAX_MESSAGE_CHARS, metavar="N",
+    group.add_argument("--max-states", type=at_least(1), default=None, metavar="N",
+                       help="stop after N states")
+    group.add_argument("--max-message-chars", type=at_least(100), default=DEFAULT_MAX_MESSAGE_CHARS,
+                       metavar="N",
                        help=f"cut any message longer than this to head + tail (default "
                             f"{DEFAULT_MAX_MESSAGE_CHARS})")
-    group.add_argument("--max-prompt-tokens", type=int, default=DEFAULT_MAX_PROMPT_TOKENS, metavar="N",
+    group.add_argument("--max-prompt-tokens", type=at_least(100), default=DEFAULT_MAX_PROMPT_TOKENS,
+                       metavar="N",
                        help=f"drop the oldest turns of prompts estimated over this (default "
                             f"{DEFAULT_MAX_PROMPT_TOKENS}, fits a 128k-token teacher)")
 
@@ -52,12 +80,20 @@ def _teacher_flags(group: argparse._ArgumentGroup) -> None:
                             "litellm model strings, or name=openai/<model>@http://host:port/v1")
     group.add_argument("--cache", type=Path, default=None,
                        help="SQLite response cache (default: $REPLAY_CACHE or the user cache dir)")
-    group.add_argument("--concurrency", type=int, default=16, help="calls in flight, all teachers (16)")
-    group.add_argument("--per-teacher", type=int, default=8, help="calls in flight per teacher (8)")
-    group.add_argument("--samples", type=int, default=1, metavar="N", help="answers per teacher per state")
-    group.add_argument("--timeout", type=float, default=120.0, metavar="S", help="seconds per attempt")
-    group.add_argument("--max-cost", type=float, default=None, metavar="USD",
-                       help="stop making new calls once this much is spent (cache hits stay free)")
+    group.add_argument("--concurrency", type=at_least(1), default=16, metavar="N",
+                       help="calls in flight, all teachers (16)")
+    group.add_argument("--per-teacher", type=at_least(1), default=8, metavar="N",
+                       help="calls in flight per teacher (8)")
+    group.add_argument("--samples", type=at_least(1), default=1, metavar="N",
+                       help="answers per teacher per state")
+    group.add_argument("--timeout", type=positive_float, default=120.0, metavar="S",
+                       help="seconds per attempt")
+    group.add_argument("--max-cost", type=usd, default=None, metavar="USD",
+                       help="stop making new calls once this much is spent (cache hits stay free); the "
+                            "states left unasked count as failed (see --max-failed)")
+    group.add_argument("--max-failed", type=fraction(upper_open=False), default=0.1, metavar="F",
+                       help="if more than this share of the states put to teachers failed (no usable "
+                            "answer), exit 1 and leave OUT as it was (0.1)")
     group.add_argument("--allow-same-family", action="store_true",
                        help="let teachers of the student's own family vote (off: they are excluded)")
     group.add_argument("--no-redact", action="store_true",
@@ -68,7 +104,7 @@ def _consensus_flags(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--consensus", choices=["vote", "similarity", "judge"], default="vote",
                        help="vote: strict majority of equivalent actions (default); similarity: medoid "
                             "of the largest near-equal group; judge: an LLM picks, blind")
-    group.add_argument("--min-agreement", type=float, default=0.5, metavar="F",
+    group.add_argument("--min-agreement", type=fraction(upper_open=True), default=0.5, metavar="F",
                        help="the winning group must hold more than this share of the voters (0.5)")
     group.add_argument("--judge", metavar="MODEL", help="the judge for --consensus judge (alias or model)")
     group.add_argument("--early-stop", action="store_true",
@@ -80,7 +116,7 @@ def _export_flags(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--preflight-tokenizer", metavar="PATH",
                        help="drop pairs this tokenizer's chat template cannot render as prompt-prefix "
                             "of chosen/rejected, or longer than --max-length")
-    group.add_argument("--max-length", type=int, default=None, metavar="N",
+    group.add_argument("--max-length", type=at_least(1), default=None, metavar="N",
                        help="with --preflight-tokenizer: drop pairs longer than N tokens")
     group.add_argument("--push-to-hub", metavar="REPO", help="also push the dataset to the Hugging Face Hub")
 
@@ -96,7 +132,8 @@ def config_from_args(args: argparse.Namespace, argv: list[str]) -> RunConfig:
                            max_cost=args.max_cost, allow_same_family=args.allow_same_family,
                            redact=not args.no_redact)
     return RunConfig(
-        source=args.source, out=args.out, dry_run=args.dry_run, pool=pool,
+        source=args.source, out=args.out, dry_run=args.dry_run, pool=pool, force=args.force,
+        max_failed=args.max_failed,
         ingest=IngestOptions(include_subagents=args.include_subagents, max_states=args.max_states,
                              max_message_chars=args.max_message_chars,
                              max_prompt_tokens=args.max_prompt_tokens),
@@ -107,14 +144,37 @@ def config_from_args(args: argparse.Namespace, argv: list[str]) -> RunConfig:
         command=shlex.join(["python", "-m", "replay.run", *argv]))
 
 
+@contextmanager
+def _signals() -> Iterator[None]:
+    """SIGTERM raises `Interrupted` as SIGINT raises KeyboardInterrupt (main thread only)."""
+    def terminate(signum: int, frame: object) -> None:
+        raise Interrupted()
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
-    from replay.pipeline import run
+    from replay.pipeline import RunFailed, run
     from replay.summary import print_summary
+    from teachers.cache import CacheError
 
     try:
-        report = run(config_from_args(args, argv))
+        with _signals():
+            report = run(config_from_args(args, argv))
+    except (KeyboardInterrupt, Interrupted) as stop:
+        name, code = ("SIGINT", 130) if isinstance(stop, KeyboardInterrupt) else ("SIGTERM", 143)
+        print(f"interrupted ({name}): every answer received is in the cache and {args.out} is as it was; "
+              f"run the same command again to go on", file=sys.stderr)
+        return code
+    except (CacheError, RunFailed) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     except ReplayError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -41,6 +41,15 @@ class RetryPolicy:
     max_wait: float = 60.0
 
 
+class MalformedAnswer(Exception):
+    """An answer that is no usable action (`reason`): asked again within the retry policy, never cached.
+    `entry` is what that attempt cost, so a retried bad answer is still counted as paid for."""
+
+    def __init__(self, reason: str, entry: Any = None) -> None:
+        super().__init__(reason)
+        self.reason, self.entry = reason, entry
+
+
 def _headers(error: BaseException) -> dict[str, str]:
     # litellm keeps the provider's response headers on `litellm_response_headers`; its rebuilt
     # `error.response` has them empty for a 429 (measured with the loopback server).
@@ -84,6 +93,8 @@ def is_retryable(error: BaseException) -> bool:
     """
     import openai
 
+    if isinstance(error, MalformedAnswer):
+        return True
     status = getattr(error, "status_code", None)
     if isinstance(error, openai.APIConnectionError | TimeoutError | ConnectionError):
         return True  # litellm's Timeout and APIConnectionError land here
@@ -98,6 +109,8 @@ def error_kind(error: BaseException) -> str:
     >>> error_kind(TimeoutError()), error_kind(KeyError("x"))
     ('timeout', 'error')
     """
+    if isinstance(error, MalformedAnswer):
+        return error.reason
     litellm = load_litellm()
     status = getattr(error, "status_code", None)
     if isinstance(error, litellm.Timeout | TimeoutError) or status == 408:
@@ -117,7 +130,10 @@ def _wait(policy: RetryPolicy) -> Any:
     backoff = wait_random_exponential(multiplier=policy.base_wait, max=policy.max_wait)
 
     def wait(state: RetryCallState) -> float:
-        hinted = retry_after(state.outcome.exception() if state.outcome else None)
+        error = state.outcome.exception() if state.outcome else None
+        if isinstance(error, MalformedAnswer):
+            return 0.0  # a fresh sample, not a server to spare: ask again at once
+        hinted = retry_after(error)
         if hinted is not None:
             # Up to 10% on top, so the tasks one 429 stopped together do not all return together.
             return min(hinted * (1 + 0.1 * random.random()), policy.max_wait)
@@ -155,8 +171,16 @@ def missing_keys(spec: TeacherSpec) -> list[str]:
 
 
 async def complete(spec: TeacherSpec, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *,
-                   timeout: float, policy: RetryPolicy, on_retry: Any = None) -> dict[str, Any]:
-    """The chat.completion body (a plain dict) for one call; raises the last error when all attempts fail."""
+                   timeout: float, policy: RetryPolicy, on_retry: Any = None, accept: Any = None) -> Any:
+    """The chat.completion body (a plain dict) for one call, or what `accept(body)` returns; raises the
+    last error when all attempts fail. `accept` may raise `MalformedAnswer` to have the call asked again.
+
+    Each attempt runs whole on a worker thread (litellm's sync `completion`: request building,
+    HTTP, parsing, then `accept`), so the event loop never stalls on a large prompt and an answer
+    is handled the moment it arrives, whatever the loop is doing. Waits between attempts are async.
+    """
+    from teachers.workers import blocking
+
     litellm = load_litellm()
     # The call's own arguments win: a `timeout` or `num_retries` in params would be a TypeError.
     kwargs: dict[str, Any] = {k: v for k, v in spec.params.items() if k not in _OWN_ARGUMENTS}
@@ -168,15 +192,17 @@ async def complete(spec: TeacherSpec, messages: list[dict[str, Any]], tools: lis
     if key is not None:
         kwargs["api_key"] = key
 
-    async def attempt() -> Any:
-        return await litellm.acompletion(model=spec.model, messages=messages, timeout=timeout,
-                                         num_retries=0, max_retries=0, **kwargs)
+    def attempt() -> Any:
+        response = litellm.completion(model=spec.model, messages=messages, timeout=timeout,
+                                      num_retries=0, max_retries=0, **kwargs)
+        body = response.model_dump(mode="json", exclude_none=True)
+        return accept(body) if accept is not None else body
 
     retrying = AsyncRetrying(stop=stop_after_attempt(max(policy.attempts, 1)), wait=_wait(policy),
                              retry=retry_if_exception(is_retryable), reraise=True,
-                             before_sleep=(lambda state: on_retry()) if on_retry else None)
-    response = await retrying(attempt)
-    return response.model_dump(mode="json", exclude_none=True)
+                             before_sleep=(lambda state: on_retry(state.outcome.exception()))
+                             if on_retry else None)
+    return await retrying(blocking, attempt)
 
 
 def _text(content: Any) -> str:

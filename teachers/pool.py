@@ -2,12 +2,19 @@
 
 One event loop; a semaphore per teacher plus a global one bound the calls in flight (the teacher's is
 taken first, so a task queued for a busy teacher holds no global slot another teacher could use).
-No call ever raises: failures become `Proposal(error=...)` and are counted.
+The loop only schedules: building a state's request, cache keys and reads, the calls themselves and
+the storing of their answers run on worker threads (`teachers.workers`).
+
+Failure semantics: a call that fails after retries becomes `Proposal(error=...)`, counted, never
+cached (a re-run asks again); a malformed answer is asked again within the retry policy and, if it
+stays malformed, is `invalid` for this run only; a cache fault is no call failure: `CacheError`
+propagates and stops the run. A call another run (sharing the cache) has in flight is waited for.
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -16,17 +23,20 @@ from typing import Any
 import orjson
 
 from ingestion.schema import Action, Proposal, TraceState
-from teachers.cache import CacheEntry, ResponseCache, cache_key
-from teachers.client import RetryPolicy, complete, error_kind, parse_action
+from teachers.cache import CacheEntry, CacheError, ResponseCache, cache_key
+from teachers.client import MalformedAnswer, RetryPolicy, complete, error_kind, parse_action
 from teachers.cost import Estimate, call_cost, estimate, usage
 from teachers.redact import redact_text
 from teachers.registry import TeacherSpec, split_by_family
 from teachers.request import build_request
 from teachers.stats import PoolStats, TeacherStats
+from teachers.workers import blocking
 
 # Bump when the way a state becomes a request changes, so old cache rows stop matching.
 PROMPT_VERSION = "teachers-v1"
+BUDGET_EXHAUSTED = "budget_exhausted"
 _REQUEST_MEMO = 256  # states whose built request is kept: one state is asked by every teacher x sample
+_POLL = 0.25  # seconds between looks at a call another run has in flight (SQLite cannot notify)
 
 
 class TeacherPool:
@@ -52,7 +62,10 @@ class TeacherPool:
         self.stats = PoolStats()
         self._requests: OrderedDict[str, tuple[TraceState, list[dict[str, Any]], list[dict[str, Any]]]] = \
             OrderedDict()
+        self._memo_lock = threading.Lock()  # requests are built on worker threads
         self._redaction_counted: set[str] = set()
+        self._building: dict[str, tuple[TraceState, asyncio.Future]] = {}
+        self._asking: dict[str, asyncio.Future] = {}  # cache key -> this process's call in flight
         self._loop: asyncio.AbstractEventLoop | None = None
         self._global = asyncio.Semaphore(self.concurrency)
         self._per: dict[str, asyncio.Semaphore] = {}
@@ -64,18 +77,21 @@ class TeacherPool:
         return split_by_family(self.teachers, state.student_model, self.allow_same_family)
 
     def request(self, state: TraceState) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        """The (messages, tools) every teacher receives for this state: redacted, in wire form."""
-        memo = self._requests.get(state.state_id)
-        if memo is not None and memo[0] is state:
-            self._requests.move_to_end(state.state_id)
-            return memo[1], memo[2]
+        """The (messages, tools) every teacher receives for this state: redacted, in wire form.
+        Thread-safe; the async side builds each state once (`_request`)."""
+        with self._memo_lock:
+            memo = self._requests.get(state.state_id)
+            if memo is not None and memo[0] is state:
+                self._requests.move_to_end(state.state_id)
+                return memo[1], memo[2]
         messages, tools, redactions = build_request(state, redact=self.redact)
-        if state.state_id not in self._redaction_counted:  # once per state, not per teacher x sample
-            self._redaction_counted.add(state.state_id)
-            self.stats.redactions.update(redactions)
-        self._requests[state.state_id] = (state, messages, tools)
-        if len(self._requests) > _REQUEST_MEMO:
-            self._requests.popitem(last=False)
+        with self._memo_lock:
+            if state.state_id not in self._redaction_counted:  # once per state, not per teacher x sample
+                self._redaction_counted.add(state.state_id)
+                self.stats.redactions.update(redactions)
+            self._requests[state.state_id] = (state, messages, tools)
+            if len(self._requests) > _REQUEST_MEMO:
+                self._requests.popitem(last=False)
         return messages, tools
 
     def key(self, teacher: TeacherSpec, state: TraceState, sample: int) -> str:
@@ -100,33 +116,80 @@ class TeacherPool:
                                            for s in range(self.samples))))
 
     async def ask(self, teacher: TeacherSpec, state: TraceState, sample: int = 0) -> Proposal:
-        """One teacher's answer: from the cache if it is there, else one call (with retries). Never raises."""
+        """One teacher's answer: from the cache if it is there, else one call (with retries).
+        Never raises for a failed call; raises `CacheError` when the cache fails."""
         base = {"state_id": state.state_id, "teacher": teacher.name, "model": teacher.model,
                 "family": teacher.family, "sample": sample}
         counts = self.stats.teacher(teacher.name)
-        try:
-            key = self.key(teacher, state, sample)
-            if (entry := self.cache.get(key)) is not None:
+        messages, tools = await self._request(state)
+        key = await blocking(cache_key, teacher.model, teacher.params, messages, tools, sample,
+                             self.prompt_version)
+        waited = False
+        while True:
+            if (entry := await blocking(self.cache.get, key)) is not None:
                 counts.cached += 1
-                return self._proposal(base, entry, counts, cached=True)
-            messages, tools = self.request(state)
-            total, mine = self._semaphores(teacher.name)
-            async with mine, total:
-                if self._over_budget():
-                    counts.budget_exhausted += 1
-                    return Proposal(**base, error="budget_exhausted")
-                body = await complete(teacher, messages, tools, timeout=self.timeout, policy=self.retry,
-                                      on_retry=lambda: setattr(counts, "retries", counts.retries + 1))
-            entry = self._entry(teacher, body, sample)
-            self.cache.put(key, entry)  # committed now: a killed run keeps what it paid for
-        except Exception as error:  # one teacher failing never fails a run
-            counts.failed += 1
-            return Proposal(**base, error=_describe(error, teacher))
-        counts.made += 1
-        counts.prompt_tokens += entry.prompt_tokens
-        counts.completion_tokens += entry.completion_tokens
-        counts.cost_usd += entry.cost_usd
-        return self._proposal(base, entry, counts, cached=False)
+                counts.waited += waited
+                return self._proposal(base, entry, cached=True)
+            if (other := self._asking.get(key)) is not None:  # the same call, asked by this run
+                await asyncio.wait([other])
+                waited = True
+                continue
+            done = self._asking[key] = asyncio.get_running_loop().create_future()
+            try:
+                proposal = await self._call(teacher, key, messages, tools, base, counts)
+            finally:
+                del self._asking[key]
+                done.set_result(None)
+            if proposal is not None:
+                return proposal
+            await self._await_other_run(key)
+            waited = True
+
+    async def _call(self, teacher: TeacherSpec, key: str, messages: list[dict[str, Any]],
+                    tools: list[dict[str, Any]], base: dict[str, Any],
+                    counts: TeacherStats) -> Proposal | None:
+        """This run's call, under the semaphores and a lease; None when another run holds the lease
+        or has just stored the answer (the caller looks again)."""
+        total, mine = self._semaphores(teacher.name)
+        async with mine, total:
+            if self._over_budget():
+                counts.budget_exhausted += 1
+                return Proposal(**base, error=BUDGET_EXHAUSTED)
+            if await blocking(self.cache.lease, key) != "mine":
+                return None
+            try:
+                entry = await complete(teacher, messages, tools, timeout=self.timeout, policy=self.retry,
+                                       on_retry=lambda error: self._retried(error, counts),
+                                       accept=lambda body: self._accept(teacher, key, base["sample"], body))
+            except CacheError:
+                raise
+            except Exception as error:  # one teacher failing never fails a run
+                await blocking(self.cache.release, key)
+                if isinstance(error, MalformedAnswer):  # answered, paid for, unusable: not stored
+                    counts.invalid += 1
+                    self._paid(error.entry, counts)
+                    return Proposal(**base, error=error.reason, prompt_tokens=error.entry.prompt_tokens,
+                                    completion_tokens=error.entry.completion_tokens,
+                                    cost_usd=error.entry.cost_usd)
+                counts.failed += 1
+                return Proposal(**base, error=_describe(error, teacher))
+        self._paid(entry, counts)
+        return self._proposal(base, entry, cached=False)
+
+    async def _request(self, state: TraceState) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """`request(state)` built once on a worker thread, however many teachers x samples ask."""
+        building = self._building.get(state.state_id)
+        if building is None or building[0] is not state:
+            future = asyncio.ensure_future(blocking(self.request, state))
+            building = self._building[state.state_id] = (state, future)
+            future.add_done_callback(lambda _: self._building.pop(state.state_id, None)
+                                     if self._building.get(state.state_id) is building else None)
+        return await asyncio.shield(building[1])
+
+    async def _await_other_run(self, key: str) -> None:
+        """Until the run holding `key`'s lease stores its answer, gives the lease back, or dies."""
+        while await blocking(self.cache.lease_state, key) == "busy":
+            await asyncio.sleep(_POLL)
 
     def estimate(self, state: TraceState) -> list[Estimate]:
         """Dry run: per eligible teacher, prompt tokens and USD for this state; no network.
@@ -134,12 +197,33 @@ class TeacherPool:
         messages, tools = self.request(state)
         out = []
         for teacher in self.split(state)[0]:
-            hits = sum(self.cache.get(self.key(teacher, state, s)) is not None for s in range(self.samples))
+            keys = [self.key(teacher, state, s) for s in range(self.samples)]
+            hits = len(self.cache.get_many(keys))
             out.append(estimate(teacher, messages, tools, self.expected_completion_tokens,
                                 calls=self.samples, cached=hits))
         return out
 
     # --- helpers -----------------------------------------------------------------------------------
+
+    def _accept(self, teacher: TeacherSpec, key: str, sample: int, body: dict[str, Any]) -> CacheEntry:
+        """On the worker thread, the moment an answer arrives: parse it, and store it if it is one."""
+        entry = self._entry(teacher, body, sample)
+        if entry.error:
+            raise MalformedAnswer(entry.error, entry)
+        self.cache.put(key, entry)  # committed before the loop hears of it: a killed run keeps it
+        return entry
+
+    def _retried(self, error: BaseException | None, counts: TeacherStats) -> None:
+        counts.retries += 1
+        if isinstance(error, MalformedAnswer):  # a bad answer is still a paid one
+            self._paid(error.entry, counts)
+
+    @staticmethod
+    def _paid(entry: CacheEntry, counts: TeacherStats) -> None:
+        counts.made += 1
+        counts.prompt_tokens += entry.prompt_tokens
+        counts.completion_tokens += entry.completion_tokens
+        counts.cost_usd += entry.cost_usd
 
     def _semaphores(self, teacher: str) -> tuple[asyncio.Semaphore, asyncio.Semaphore]:
         loop = asyncio.get_running_loop()
@@ -166,9 +250,7 @@ class TeacherPool:
                           created=time.time())
 
     @staticmethod
-    def _proposal(base: dict[str, Any], entry: CacheEntry, counts: TeacherStats, cached: bool) -> Proposal:
-        if entry.error:
-            counts.invalid += 1
+    def _proposal(base: dict[str, Any], entry: CacheEntry, cached: bool) -> Proposal:
         action = Action.model_validate_json(entry.action_json) if entry.action_json else None
         return Proposal(**base, action=action, error=entry.error, cached=cached,
                         prompt_tokens=entry.prompt_tokens, completion_tokens=entry.completion_tokens,

@@ -11,10 +11,12 @@ from typing import Any
 class TeacherStats:
     """One teacher's counts. Tokens and cost are what this run paid: cache hits add none."""
 
-    made: int = 0              # calls answered over the network (valid or not)
+    made: int = 0              # answers received over the network, each paid for (a malformed one
+                               # asked again counts once per answer)
     cached: int = 0            # answers served from the cache, no network
+    waited: int = 0            # of `cached`: answers another run (or task) was asking, waited for
     failed: int = 0            # calls that still failed after retries (not cached: a re-run tries again)
-    invalid: int = 0           # answers, made or cached, that were no usable action
+    invalid: int = 0           # calls whose answers stayed malformed after retries (not cached either)
     budget_exhausted: int = 0  # calls not made because --max-cost was reached
     retries: int = 0           # extra attempts the retry policy made
     prompt_tokens: int = 0
@@ -51,6 +53,10 @@ class PoolStats:
         return self._sum("failed")
 
     @property
+    def waited(self) -> int:
+        return self._sum("waited")
+
+    @property
     def invalid(self) -> int:
         return self._sum("invalid")
 
@@ -84,6 +90,7 @@ class PoolStats:
         return {
             "teacher_calls": {"made": self.made, "cached": self.cached, "failed": self.failed,
                               "invalid": self.invalid, "budget_exhausted": self.budget_exhausted,
+                              "waited": self.waited,
                               "retries": self.retries},
             "excluded_same_family": dict(sorted(self.excluded_same_family.items())),
             "states_all_teachers_excluded": self.states_all_excluded,

@@ -106,11 +106,12 @@ def test_counts_rates_cost_and_pairs() -> None:
     answers = {"s0": [answer(0, "gpt", "pwd"), answer(0, "qwen", "pwd")],      # pair
                "s1": [answer(1, "gpt", "ls"), answer(1, "qwen", "ls")],        # agree
                "s2": [answer(2, "gpt", "pwd"), answer(2, "qwen", "cat x")],    # tie: abstain
-               "s3": [answer(3, "gpt", None), answer(3, "qwen", None)]}        # no votes: abstain
+               "s3": [answer(3, "gpt", None), answer(3, "qwen", None)]}        # no usable answer: failed
     result = evaluate_pool([GPT, QWEN], states, answers, method_decider("vote", 0.5))
     counts = result.counts
-    assert (counts.voted, counts.reached, counts.abstained, counts.agree, counts.pairs) == (4, 2, 2, 1, 1)
-    assert (counts.consensus_rate, counts.abstain_rate, counts.agree_rate) == (0.5, 0.5, 0.5)
+    assert (counts.voted, counts.reached, counts.abstained, counts.agree, counts.pairs) == (3, 2, 1, 1, 1)
+    assert counts.unanswered == 1  # a failed state is no abstention (the run's `failed` verdict)
+    assert (counts.consensus_rate, counts.abstain_rate, counts.agree_rate) == (0.6667, 0.3333, 0.5)
     assert counts.cost_usd == pytest.approx(0.08) and result.pair_ids == {"s0"}
     assert [row["state_id"] for row in result.rows] == ["s0"]
     assert result.rows[0]["teachers"] == ["gpt", "qwen"]

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from ingestion.schema import Action, TraceState
-from teachers import ResponseCache, RetryPolicy, TeacherPool, TeacherSpec, parse_pool
+from teachers import CacheEntry, ResponseCache, RetryPolicy, TeacherPool, TeacherSpec, parse_pool
 from tests.llm_server import LLMServer, Reply, chat_completion, error_body, scripted
 
 FAST = RetryPolicy(attempts=3, base_wait=0.01, max_wait=0.05)
@@ -156,17 +156,47 @@ def test_context_window_error_is_not_retried() -> None:
     assert proposal.error.startswith("context_window")
 
 
-def test_malformed_tool_arguments_are_invalid_not_a_crash(tmp_path: Path) -> None:
+def test_malformed_answer_is_asked_again_counted_invalid_and_never_cached(tmp_path: Path) -> None:
     bad = chat_completion("", tool_calls=[{"name": "Bash", "arguments": '{"command": "ls"'}])
     cache = ResponseCache(tmp_path / "c.sqlite")
     with LLMServer(lambda request: Reply(bad)) as server:
-        pool = TeacherPool([teacher(server.url)], cache=cache, samples=2)
+        pool = TeacherPool([teacher(server.url)], cache=cache, samples=2, retry=FAST)
         proposals = run(pool, make_state())
+        assert len(server.requests) == 2 * FAST.attempts  # retried within the policy
     assert [(p.action, p.error) for p in proposals] == [(None, "invalid_tool_arguments")] * 2
-    assert (pool.stats.made, pool.stats.invalid, pool.stats.failed) == (2, 2, 0)
-    again = TeacherPool([teacher(server.url)], cache=cache, samples=2)
-    assert [p.error for p in run(again, make_state())] == ["invalid_tool_arguments"] * 2
-    assert (again.stats.cached, again.stats.invalid) == (2, 2)
+    # every malformed answer was paid for: counted as made, with its tokens
+    assert (pool.stats.made, pool.stats.invalid, pool.stats.failed) == (2 * FAST.attempts, 2, 0)
+    assert pool.stats.prompt_tokens == 10 * 2 * FAST.attempts
+    assert len(cache) == 0  # not frozen: the next run asks again
+    with LLMServer(lambda request: Reply(TOOL_REPLY)) as server:
+        again = TeacherPool([teacher(server.url)], cache=cache, samples=2, retry=FAST)
+        assert all(p.action is not None for p in run(again, make_state()))
+        assert len(server.requests) == 2
+    assert (again.stats.made, again.stats.invalid, len(cache)) == (2, 0, 2)
+
+
+def test_one_transient_malformed_answer_is_retried_then_cached(tmp_path: Path) -> None:
+    bad = chat_completion("", tool_calls=[{"name": "Bash", "arguments": "{oops"}])
+    cache = ResponseCache(tmp_path / "c.sqlite")
+    with LLMServer(scripted(Reply(bad), Reply(TOOL_REPLY))) as server:
+        pool = TeacherPool([teacher(server.url)], cache=cache, retry=FAST)
+        [proposal] = run(pool, make_state())
+        assert len(server.requests) == 2
+    assert proposal.action.tool_calls[0].arguments == {"command": "ls"} and proposal.error is None
+    assert (pool.stats.made, pool.stats.invalid, pool.stats.retries, len(cache)) == (2, 0, 1, 1)
+
+
+def test_old_frozen_invalid_row_is_asked_again(tmp_path: Path) -> None:
+    """Older versions stored malformed answers as final; such a row is no answer: asked, replaced."""
+    path = tmp_path / "c.sqlite"
+    with LLMServer(lambda request: Reply(TOOL_REPLY)) as server:
+        pool = TeacherPool([teacher(server.url)], cache=ResponseCache(path))
+        key = pool.key(pool.teachers[0], make_state(), 0)
+        pool.cache.put(key, CacheEntry(model="openai/qwen3-coder", error="invalid_tool_arguments"))
+        assert pool.cache.get(key) is None and len(pool.cache) == 0
+        [proposal] = run(pool, make_state())
+        assert len(server.requests) == 1 and proposal.action is not None
+    assert pool.cache.get(key).action_json is not None
 
 
 def test_reasoning_goes_to_thinking_never_content() -> None:

@@ -118,7 +118,7 @@ class PoolResult:
 
 
 _VERDICT_FIELD = {"all_teachers_excluded": "all_teachers_excluded", "abstained": "abstained",
-                  "agree": "agree", "pair": "pairs"}
+                  "agree": "agree", "pair": "pairs", "failed": "unanswered"}  # failed: no usable answer
 
 
 def evaluate_pool(teachers: Sequence[TeacherSpec], states: Sequence[TraceState],
