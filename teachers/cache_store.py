@@ -12,6 +12,7 @@ from __future__ import annotations
 import queue
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
@@ -100,8 +101,9 @@ def open_checked(path: Path) -> tuple[sqlite3.Connection, str | None]:
         _check_tables(db, path)
         for statement in SCHEMA:
             db.execute(statement)
-        db.execute("BEGIN IMMEDIATE")  # fails now, not at the first answer, when it cannot be written
-        db.execute("ROLLBACK")
+        # A real write (leases long expired), so a file that cannot be written fails now, not at the
+        # first answer (WAL lets a read-only file begin a transaction; only a write is refused).
+        db.execute("DELETE FROM inflight WHERE expires < ?", (time.time() - 86400,))
     except sqlite3.Error as error:
         raise CacheError(explain(path, error)) from error
     return db, notice
@@ -126,9 +128,10 @@ def _repair(db: sqlite3.Connection, path: Path) -> str | None:
     if left:
         damage = sqlite3.DatabaseError(f"database disk image is malformed: {problems[0]}")
         raise CacheError(explain(path, damage))
-    kept = db.execute("SELECT COUNT(*) FROM responses").fetchone()[0] if _tables(db) else 0
-    return (f"cache {path} was damaged ({problems[0]}); SQLite rebuilt it (REINDEX, VACUUM) and kept "
-            f"its {kept} answers")
+    kept = db.execute("SELECT COUNT(*) FROM responses").fetchone()[0] if "responses" in _tables(db) else 0
+    more = f" and {len(problems) - 1} more" if len(problems) > 1 else ""
+    return (f"cache {path} was damaged ({problems[0]}{more}); SQLite rebuilt it (REINDEX, VACUUM) and "
+            f"kept its {kept} answers")
 
 
 def _tables(db: sqlite3.Connection) -> set[str]:

@@ -1,0 +1,82 @@
+"""Helpers for tests that drive `replay.run` as a user does: in-process `main`, or a child process."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tests.llm_server import Reply
+from tests.teacher_script import request_key, scripted
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def pool(url: str, *names: str) -> str:
+    return ",".join(f"{n}=openai/{n}@{url}" for n in names)
+
+
+def snapshot(folder: Path) -> dict[str, str]:
+    """Every file under `folder` (hidden ones too) → sha256 of its bytes; a failed run's own files,
+    kept apart in `.replay-failed/` for the user to read, are not OUT's."""
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*"))
+            if p.is_file() and p.relative_to(folder).parts[0] != ".replay-failed"}
+
+
+def stored_keys(cache: Path) -> set[str]:
+    """Cache keys holding an answer (read as another process would)."""
+    if not cache.exists():
+        return set()
+    with sqlite3.connect(cache, timeout=30) as db:
+        return {key for (key,) in db.execute("SELECT key FROM responses WHERE error IS NULL")}
+
+
+def spawn(*args: str) -> subprocess.Popen[bytes]:
+    """`python -m replay.run ARGS` from the checkout, output captured."""
+    return subprocess.Popen([sys.executable, "-m", "replay.run", *args], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def wait_until(condition: Callable[[], bool], what: str, limit: float = 300.0) -> None:
+    """Poll `condition` (no timing asserted: `limit` only ends a test that would otherwise hang)."""
+    deadline = time.monotonic() + limit
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"never happened: {what}")
+        time.sleep(0.02)
+
+
+class Log:
+    """A responder wrapper recording, per request, its key, when it arrived and when it was answered."""
+
+    def __init__(self, respond: Callable[[dict[str, Any]], Reply] = scripted, delay: float = 0.0) -> None:
+        self.respond, self.delay = respond, delay
+        self.lock = threading.Lock()
+        self.arrived: list[tuple[float, str]] = []
+        self.answered: list[tuple[float, str]] = []
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        key = request_key(body)
+        with self.lock:
+            self.arrived.append((time.time(), key))
+        time.sleep(self.delay)
+        reply = self.respond(body)
+        with self.lock:  # the answer is written right after this returns
+            self.answered.append((time.time(), key))
+        return reply
+
+    def keys(self) -> list[str]:
+        with self.lock:
+            return [key for _, key in self.arrived]
+
+    def clear(self) -> None:
+        with self.lock:
+            self.arrived.clear()
+            self.answered.clear()
