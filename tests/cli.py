@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import sqlite3
 import subprocess
 import sys
@@ -23,19 +24,20 @@ def pool(url: str, *names: str) -> str:
 
 
 def snapshot(folder: Path) -> dict[str, str]:
-    """Every file under `folder` (hidden ones too) → sha256 of its bytes; a failed run's own files,
-    kept apart in `.replay-failed/` for the user to read, are not OUT's."""
+    """Every file under `folder` → sha256 of its bytes; replay.run's own hidden folders (a run in
+    progress or killed, a failed run's files kept for the user to read) are not OUT's outputs."""
     return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
             for p in sorted(folder.rglob("*"))
-            if p.is_file() and p.relative_to(folder).parts[0] != ".replay-failed"}
+            if p.is_file() and not p.relative_to(folder).parts[0].startswith(".replay-")}
 
 
 def stored_keys(cache: Path) -> set[str]:
     """Cache keys holding an answer (read as another process would)."""
-    if not cache.exists():
+    try:
+        with sqlite3.connect(f"file:{cache}?mode=ro", uri=True, timeout=30) as db:
+            return {key for (key,) in db.execute("SELECT key FROM responses WHERE error IS NULL")}
+    except sqlite3.OperationalError:  # not created yet, or its tables not yet
         return set()
-    with sqlite3.connect(cache, timeout=30) as db:
-        return {key for (key,) in db.execute("SELECT key FROM responses WHERE error IS NULL")}
 
 
 def spawn(*args: str) -> subprocess.Popen[bytes]:
@@ -80,3 +82,21 @@ class Log:
         with self.lock:
             self.arrived.clear()
             self.answered.clear()
+
+
+def tagged(body: dict[str, Any], agreeing: tuple[str, ...] = ("ta", "tb")) -> Reply:
+    """The scripted answer (teachers ta and tb agree: pairs get made), its id naming the request, so
+    a cache row says which request it answers."""
+    reply = scripted(body, agreeing)
+    reply.body["id"] = f"chatcmpl-{request_key(body)}"
+    return reply
+
+
+def answered(cache: Path) -> set[str]:
+    """Request keys (tests.teacher_script.request_key) whose answers the cache holds."""
+    try:
+        with sqlite3.connect(f"file:{cache}?mode=ro", uri=True, timeout=30) as db:
+            rows = db.execute("SELECT response_json FROM responses WHERE error IS NULL").fetchall()
+    except sqlite3.OperationalError:
+        return set()
+    return {json.loads(text)["id"].removeprefix("chatcmpl-") for (text,) in rows}
