@@ -185,19 +185,20 @@ def estimate_run(pool: TeacherPool, states_path: Path) -> dict[str, dict[str, fl
 
 def _ask(work: Path, config: RunConfig, pool: TeacherPool, report: Report, console: Console) -> list:
     """Teachers → consensus → pairs for every state in `work`; proposals.jsonl; the report's counts."""
-    from replay.looplag import LoopLag
+    from replay.looplag import QuietGC
 
-    outcomes, judge, lag = asyncio.run(_replay(work, config, pool, report, console))
+    with QuietGC() as quiet:
+        outcomes, judge, lag = asyncio.run(_replay(work, config, pool, report, console, quiet))
     proposals = (p.model_dump(mode="json") for p in outcomes.ordered_proposals())
     write_jsonl(work / PROPOSALS_FILE, proposals)
     _fill_report(report, pool, outcomes, judge)
-    report.extra["loop_lag_ms"] = lag.summary() if isinstance(lag, LoopLag) else lag
+    report.extra["loop_lag_ms"] = {**lag.summary(), "full_collections": quiet.catch_ups}
     report.extra["failure_kinds"] = _failure_kinds(outcomes.ordered_proposals())
     return outcomes.ordered_rows()
 
 
-async def _replay(work: Path, config: RunConfig, pool: TeacherPool, report: Report,
-                  console: Console) -> tuple[Any, Any, Any]:
+async def _replay(work: Path, config: RunConfig, pool: TeacherPool, report: Report, console: Console,
+                  quiet: Any) -> tuple[Any, Any, Any]:
     from replay.ask import Judge
     from replay.decide import replay_states
     from replay.looplag import LoopLag
@@ -214,7 +215,7 @@ async def _replay(work: Path, config: RunConfig, pool: TeacherPool, report: Repo
             bar.update(task, advance=1, info=f"calls {stats.made} · cached {stats.cached} · "
                                              f"failed {stats.failed} · ${stats.cost_usd:.4f}")
 
-        async with LoopLag() as lag:
+        async with LoopLag() as lag, quiet.freezing():
             try:
                 outcomes = await replay_states(load_states(work / STATES_FILE), pool, config.consensus,
                                                judge, on_state=tick)

@@ -35,7 +35,7 @@ from teachers.workers import blocking
 # Bump when the way a state becomes a request changes, so old cache rows stop matching.
 PROMPT_VERSION = "teachers-v1"
 BUDGET_EXHAUSTED = "budget_exhausted"
-_REQUEST_MEMO = 256  # states whose built request is kept: one state is asked by every teacher x sample
+_REQUEST_MEMO = 64  # states whose built request is kept: one state is asked by every teacher x sample
 _POLL = 0.25  # seconds between looks at a call another run has in flight (SQLite cannot notify)
 
 
