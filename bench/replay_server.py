@@ -25,8 +25,11 @@ from tests.teacher_script import request_key, scripted  # noqa: E402
 
 
 async def serve(latency: float, log: Path | None) -> None:
+    import logging
+
     from aiohttp import web
 
+    logging.getLogger("aiohttp.server").setLevel(logging.CRITICAL)  # a killed client is the point here
     handle = open(log, "a", buffering=1) if log else None  # noqa: SIM115 - lives as long as the server
 
     async def answer(request: web.Request) -> web.Response:

@@ -16,6 +16,7 @@ from teachers.client import complete
 from teachers.cost import call_cost, estimate, usage
 from teachers.pool import TeacherPool
 from teachers.registry import TeacherSpec
+from teachers.workers import blocking
 
 JUDGE_PROMPT_VERSION = "judge-v1"
 _NOMINAL_TOKENS = 1_000  # for ranking teachers by price; only the order matters
@@ -74,7 +75,7 @@ class Judge:
 
     async def _ask(self, messages: list[dict]) -> str | None:
         key = cache_key(self.spec.model, self.spec.params, messages, [], 0, JUDGE_PROMPT_VERSION)
-        entry = self.cache.get(key)
+        entry = await blocking(self.cache.get, key)  # SQLite off the event loop
         if entry is not None:
             self.calls["cached"] += 1
             return entry.response_json
@@ -86,8 +87,9 @@ class Judge:
         text = ((body.get("choices") or [{}])[0].get("message") or {}).get("content") or ""
         prompt_tokens, completion_tokens = usage(body)
         cost = call_cost(self.spec.model, prompt_tokens, completion_tokens)
-        self.cache.put(key, CacheEntry(model=self.spec.model, response_json=text, prompt_tokens=prompt_tokens,
-                                       completion_tokens=completion_tokens, cost_usd=cost))
+        await blocking(self.cache.put, key, CacheEntry(model=self.spec.model, response_json=text,
+                                                       prompt_tokens=prompt_tokens,
+                                                       completion_tokens=completion_tokens, cost_usd=cost))
         self.calls["made"] += 1
         self.cost_usd += cost
         return text

@@ -136,7 +136,8 @@ def too_many_failed(report: Report, max_failed: float) -> str | None:
     text = (f"{report.states_failed} of {asked} states failed ({report.states_failed / asked:.0%}, more than "
             f"--max-failed {max_failed:.0%})")
     if report.states_budget_stopped:
-        text += f", {report.states_budget_stopped} of them because --max-cost was reached"
+        text += (f", {report.states_budget_stopped} of them because --max-cost was reached (raise it, or "
+                 f"pass --max-failed 1 to write the partial dataset)")
     if reasons := report.extra.get("failure_kinds"):
         text += " — " + ", ".join(f"{kind}: {n}" for kind, n in list(reasons.items())[:4])
     return text

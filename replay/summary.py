@@ -20,9 +20,14 @@ def print_summary(report: Report, out: str, console: Console | None = None) -> N
         rows += [("teacher calls made / cached / failed",
                   "{made} / {cached} / {failed}".format(**report.teacher_calls)),
                  ("all teachers excluded", report.states_all_teachers_excluded),
+                 ("failed (no usable answer)", report.states_failed),
                  ("abstained", report.consensus.get("abstained", 0)),
                  ("agree", report.agree), ("pairs", report.pairs),
                  ("cost (USD)", f"{report.cost_usd:.4f}")]
+        if report.states_budget_stopped:
+            rows.insert(-4, ("  of them stopped by --max-cost", report.states_budget_stopped))
+        if waited := report.teacher_calls.get("waited"):
+            rows.append(("answers another run was asking, waited for", waited))
     for teacher, est in sorted(report.extra.get("estimate", {}).items()):
         tokens = f"{est['prompt_tokens']:,}"
         rows.append((f"estimate {teacher}", f"{est['calls']} calls · {tokens} prompt tokens · "

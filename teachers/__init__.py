@@ -5,7 +5,7 @@ litellm calls with one retry policy (`client`), cost (`cost`), and the pool that
 Importing this package is cheap: litellm and detect-secrets load on first use.
 """
 
-from teachers.cache import CacheEntry, ResponseCache, cache_key
+from teachers.cache import CacheEntry, CacheError, ResponseCache, cache_key
 from teachers.client import RetryPolicy
 from teachers.cost import Estimate, estimate
 from teachers.pool import PROMPT_VERSION, TeacherPool
@@ -21,7 +21,7 @@ from teachers.registry import (
 from teachers.stats import PoolStats, TeacherStats
 
 __all__ = [
-    "PROMPT_VERSION", "CacheEntry", "Estimate", "PoolStats", "ResponseCache", "RetryPolicy",
+    "PROMPT_VERSION", "CacheEntry", "CacheError", "Estimate", "PoolStats", "ResponseCache", "RetryPolicy",
     "TeacherConfigError", "TeacherPool", "TeacherSpec", "TeacherStats", "aliases", "cache_key",
     "estimate", "infer_family", "parse_pool", "redact_messages", "redact_text", "split_by_family",
 ]
