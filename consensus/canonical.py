@@ -146,11 +146,26 @@ def strip_cd_cwd(command: str, cwd: str | None) -> str:
     """
     root = posixpath.normpath(cwd) if cwd else ""
     match = _CD_PREFIX.match(command.lstrip())
-    if not root.startswith("/") or not match:
+    if not root or not match:
         return command
-    if normalize_path(next(g for g in match.groups() if g is not None), root) != ".":
-        return command
-    return command.lstrip()[match.end():]
+    target = next(g for g in match.groups() if g is not None)
+    # A relative cwd (some sessions record one) can only be recognised as written.
+    same = normalize_path(target, root) == "." if root.startswith("/") else posixpath.normpath(target) == root
+    return command.lstrip()[match.end():] if same else command
+
+
+_HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\1")
+
+
+def _after_heredocs(command: str) -> bool:
+    """Whether the command's last line is shell, not the inside of a heredoc (file content, where a
+    `;` is text): true without heredocs, or when the last one is closed before the last line."""
+    if "<<" not in command:
+        return True
+    lines = command.split("\n")
+    opened = [m.group(2) for line in lines for m in _HEREDOC.finditer(line)]
+    closed = [i for i, line in enumerate(lines) if line.strip() in opened]
+    return bool(closed) and closed[-1] < len(lines) - 1
 
 
 def normalize_command(command: str, cwd: str | None = None, rule: ShellRule | None = None) -> str:
@@ -163,13 +178,13 @@ def normalize_command(command: str, cwd: str | None = None, rule: ShellRule | No
     """
     rule = rule or load_rules().shell
     command = fold_shell(command)
-    if rule.strip_trailing_semicolon and "<<" not in command:  # a heredoc body is file content
+    if rule.strip_trailing_semicolon and _after_heredocs(command):
         command = _TRAILING_SEMICOLONS.sub("", command)
+    if rule.strip_cd_cwd:
+        command = strip_cd_cwd(command, cwd)
     root = posixpath.normpath(cwd) if cwd else ""
     if not root.startswith("/"):  # without an absolute cwd there is nothing to make relative
         return command
-    if rule.strip_cd_cwd:
-        command = strip_cd_cwd(command, root)
     if rule.relative_paths and root != "/":
         # Only whole path tokens: `/repo/a.py` but not `/repository` nor `/x/repo/a.py`.
         lead = r"(?:^|(?<=[\s'\"=(]))"

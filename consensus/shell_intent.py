@@ -88,12 +88,16 @@ def _unwrap(argv: tuple[str, ...]) -> tuple[str, ...] | Key | None:
 
 
 def _lookup(argv: tuple[str, ...]) -> tuple[Program | None, tuple[str, ...]]:
+    """The program's rule and its arguments; `mvn -q test X` is `mvn test` with `-q X` (flags between
+    the words of a several-word program are its arguments)."""
     programs = shell_intents().programs
-    words = (posixpath.basename(argv[0]), *argv[1:])
+    name = posixpath.basename(argv[0])
+    words = [(0, name)] + [(i, w) for i, w in enumerate(argv[1:4], 1) if not w.startswith("-")]
     for size in (3, 2, 1):
-        rule = programs.get(" ".join(words[:size])) if len(words) >= size else None
-        if rule is not None:
-            return rule, argv[size:]
+        if len(words) >= size and (rule := programs.get(" ".join(w for _, w in words[:size]))) is not None:
+            end = words[size - 1][0]
+            flags = tuple(w for w in argv[1:end] if w.startswith("-"))
+            return rule, flags + argv[end + 1:]
     return None, argv[1:]
 
 

@@ -102,6 +102,7 @@ def test_decided_on_intent_keys_is_sound():
                 outcomes = set()
                 for future in itertools.product(symbols, repeat=remaining):
                     answers = [v for v in [*votes, *future] if v is not None]
-                    outcomes.add(_intent_outcome(tuple(sorted(answers)), len(votes) + remaining - len(answers)))
+                    failed = len(votes) + remaining - len(answers)
+                    outcomes.add(_intent_outcome(tuple(sorted(answers)), failed))
                 assert len(outcomes) == 1, (votes, remaining, outcomes)
     assert stopped > 50  # it does stop early, e.g. at `ls -a`, `ls -F` with one teacher left
