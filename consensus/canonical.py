@@ -82,9 +82,10 @@ def normalize_path(path: str, cwd: str | None = None) -> str:
         return posixpath.normpath(path)
     root = posixpath.normpath(cwd)
     full = posixpath.normpath(posixpath.join(root, path))
-    if full == root or full.startswith(root.rstrip("/") + "/"):
-        return posixpath.relpath(full, root)
-    return full
+    if full == root:
+        return "."
+    prefix = root.rstrip("/") + "/"
+    return full[len(prefix):] if full.startswith(prefix) else full  # relpath, without its cost
 
 
 def fold_shell(command: str) -> str:

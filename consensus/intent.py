@@ -100,7 +100,7 @@ def intent_of(form: Canonical, context: IntentContext | None = None) -> IntentKe
     for call in parsed["calls"]:
         key = call_key(call["name"], call["arguments"], context)
         keys.append(key if key is not None else ["=", call])
-    return _dumps(sorted(keys, key=_dumps))
+    return _dumps(sorted(keys, key=_dumps) if len(keys) > 1 else keys)
 
 
 def intent(action: Action, context: IntentContext | None = None) -> IntentKey:

@@ -71,6 +71,11 @@ class Ballot:
     voters: list[str] = field(default_factory=list)          # sorted unique
     intents: list[IntentKey] | None = None                   # per vote, once the intent tier needs them
 
+    @property
+    def unit(self) -> bool:
+        """Every vote weighs 1 (one valid sample per teacher)."""
+        return len(self.indices) == len(self.voters)
+
     def intent_keys(self, context: IntentContext) -> list[IntentKey]:
         """Each vote's intent key, computed once per distinct canonical form and kept."""
         if self.intents is None:
@@ -78,6 +83,9 @@ class Ballot:
             self.intents = [memo[f] if f in memo else memo.setdefault(f, intent_of(f, context))
                             for f in self.forms]
         return self.intents
+
+
+_ONE = Fraction(1)
 
 
 def ballot(proposals: Sequence[Proposal], cwd: str | None = None) -> Ballot:
@@ -99,7 +107,8 @@ def ballot(proposals: Sequence[Proposal], cwd: str | None = None) -> Ballot:
         proposal = proposals[i]
         result.indices.append(i)
         result.forms.append(canonical(proposal.action, cwd))  # type: ignore[arg-type]
-        result.weights.append(Fraction(1, samples[proposal.teacher]))
+        count = samples[proposal.teacher]
+        result.weights.append(_ONE if count == 1 else Fraction(1, count))
         result.teachers.append(proposal.teacher)
     return result
 
@@ -121,8 +130,13 @@ def key_groups(b: Ballot, keys: Sequence[str]) -> list[tuple[str, Fraction, list
     >>> [(k, int(w), m) for k, w, m in key_groups(b, ["k", "k", "j"])]
     [('k', 2, [0, 1]), ('j', 1, [2])]
     """
-    weight: dict[str, Fraction] = defaultdict(Fraction)
     members: dict[str, list[int]] = defaultdict(list)
+    if b.unit:  # one sample per teacher: every weight is 1, and counting is much cheaper than Fractions
+        for index, key in zip(b.indices, keys, strict=True):
+            members[key].append(index)
+        ranked = sorted(members.items(), key=lambda g: (-len(g[1]), g[0]))
+        return [(k, Fraction(len(m)), m) for k, m in ranked]
+    weight: dict[str, Fraction] = defaultdict(Fraction)
     for index, key, w in zip(b.indices, keys, b.weights, strict=True):
         weight[key] += w
         members[key].append(index)
@@ -148,6 +162,8 @@ def spoken_by(proposals: Sequence[Proposal], b: Ballot, members: Sequence[int]) 
     ...                      weights=[Fraction(1)] * 3), [0, 1, 2])
     1
     """
+    if len(members) == 1:
+        return members[0]
     position = {index: k for k, index in enumerate(b.indices)}
     weight: dict[Canonical, Fraction] = defaultdict(Fraction)
     for index in members:
@@ -165,8 +181,11 @@ def make_group(proposals: Sequence[Proposal], form: Canonical, weight: Fraction,
     {'canonical': 'x', 'weight': 1.5, 'teachers': ['a', 'b'], 'members': [0, 1, 2], 'match': 'exact'}
     """
     teachers = sorted({proposals[i].teacher for i in members})
-    return VoteGroup(canonical=form, weight=float(weight), teachers=teachers, members=sorted(members),
-                     **extra)
+    # Built from checked parts, many per state: construct, do not re-validate (every field given, so
+    # pydantic looks up no default factory, which costs more than validating).
+    fields = {"match": "exact", "intent": None, "scores": [], **extra}
+    return VoteGroup.model_construct(canonical=form, weight=float(weight), teachers=teachers,
+                                     members=sorted(members), **fields)
 
 
 def abstain(method: str, reason: str, voters: list[str], groups: list[VoteGroup],

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+from functools import lru_cache
 
 from consensus.canonical import normalize_path
 from consensus.intent_rules import IntentContext, Key, Program, shell_intents, symbol, write_key
@@ -54,14 +55,18 @@ def _paths(words: list[str], context: IntentContext) -> list[str]:
     return sorted(normalize_path(word, context.cwd) for word in words)
 
 
+@lru_cache(maxsize=1)
+def _wrappers() -> tuple[tuple[tuple[str, ...], int], ...]:
+    return tuple((tuple(prefix.split()), own) for prefix, own in shell_intents().wrappers.items())
+
+
 def _unwrap(argv: tuple[str, ...]) -> tuple[str, ...] | Key | None:
     """argv with wrappers and interpreters looked through; a script run is returned as its key."""
     rules = shell_intents()
     changed = True
     while argv and changed:
         changed = False
-        for prefix, own in rules.wrappers.items():
-            words = tuple(prefix.split())
+        for words, own in _wrappers():
             if argv[:len(words)] != words:
                 continue
             rest = list(argv[len(words):])

@@ -105,14 +105,14 @@ def vote(proposals: Sequence[Proposal], cwd: str | None = None, min_agreement: f
     check_match(match)
     b = ballot(proposals, cwd)
     ranked = exact_groups(b)
-    groups = [make_group(proposals, form, weight, members) for form, weight, members in ranked]
     reason, agreement = _leader(ranked, len(b.voters), min_agreement)
-    if reason is None:
-        form, _, members = ranked[0]
-        winner = representative(proposals, members)
-        return ConsensusResult(method="vote", reached=True, action=proposals[winner].action, canonical=form,
-                               agreement=float(agreement), teachers=b.voters,
-                               winner_teachers=groups[0].teachers, groups=groups, match="exact")
-    if match == "intent" and ranked:
+    if reason is not None and match == "intent" and ranked:
         return _intent_tier(proposals, b, context or IntentContext(cwd), min_agreement)
-    return abstain("vote", reason, b.voters, groups, float(agreement))
+    groups = [make_group(proposals, form, weight, members) for form, weight, members in ranked]
+    if reason is not None:
+        return abstain("vote", reason, b.voters, groups, float(agreement))
+    form, _, members = ranked[0]
+    winner = representative(proposals, members)
+    return ConsensusResult(method="vote", reached=True, action=proposals[winner].action, canonical=form,
+                           agreement=float(agreement), teachers=b.voters, winner_teachers=groups[0].teachers,
+                           groups=groups, match="exact")
