@@ -229,8 +229,11 @@ def canonical_call(call: ToolCall, cwd: str | None = None) -> dict[str, Any]:
     return {"name": call.name, "arguments": arguments}
 
 
-def _dumps(form: Any) -> str:
-    return json.dumps(form, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+_ENCODER = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def _dumps(value: Any) -> str:
+    return _ENCODER.encode(value)  # one encoder: json.dumps with options builds one per call
 
 
 def canonical(action: Action, cwd: str | None = None) -> Canonical:
@@ -245,12 +248,24 @@ def canonical(action: Action, cwd: str | None = None) -> Canonical:
     >>> canonical(Action(content="All  tests pass."))
     '{"text":"all tests pass."}'
     """
+    return canonical_parts(action, cwd)[0]
+
+
+def canonical_parts(action: Action, cwd: str | None = None) -> tuple[Canonical, dict[str, Any]]:
+    """The canonical form and the object it encodes (`{"calls": [...]}` or `{"text": ...}`), for
+    callers that read the form again (intent keys) without parsing it back.
+
+    >>> canonical_parts(Action(content="Done."))
+    ('{"text":"done."}', {'text': 'done.'})
+    """
     if not action.tool_calls:
-        return _dumps({"text": normalize_text(action.content)})
+        value: dict[str, Any] = {"text": normalize_text(action.content)}
+        return _dumps(value), value
     calls = [canonical_call(call, cwd) for call in action.tool_calls]
     if len(calls) > 1 and load_rules().action.calls_as_multiset:
         calls.sort(key=_dumps)
-    return _dumps({"calls": calls})
+    value = {"calls": calls}
+    return _dumps(value), value
 
 
 def clean_action(action: Action, cwd: str | None = None) -> Action:

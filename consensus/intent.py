@@ -28,8 +28,11 @@ _URL = re.compile(r"^[a-z][a-z0-9+.-]*://(www\.)?", re.IGNORECASE)
 _WORD = re.compile(r"\w+")
 
 
+_ENCODER = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
 def _dumps(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+    return _ENCODER.encode(value)  # one encoder: json.dumps with options builds one per call
 
 
 def _string(arguments: dict[str, Any], name: str) -> str | None:
@@ -81,7 +84,8 @@ def call_key(name: str, arguments: dict[str, Any], context: IntentContext | None
     return _apply(rule, arguments, context or IntentContext())
 
 
-def intent_of(form: Canonical, context: IntentContext | None = None) -> IntentKey:
+def intent_of(form: Canonical, context: IntentContext | None = None,
+              parsed: dict[str, Any] | None = None) -> IntentKey:
     """The intent key of a canonical form (computed once per proposal, from the form the exact tier
     already made).
 
@@ -92,7 +96,7 @@ def intent_of(form: Canonical, context: IntentContext | None = None) -> IntentKe
     >>> intent_of('{"text":"done."}')
     '[["reply"]]'
     """
-    parsed = json.loads(form)
+    parsed = parsed if parsed is not None else json.loads(form)  # the object `form` encodes, if at hand
     if "calls" not in parsed:
         family = tool_intents().text_family  # "" compares text answers by their exact form
         return _dumps([[family]] if family else [["=", parsed]])

@@ -14,11 +14,12 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import lru_cache
 from typing import Any
 
 from pydantic import BaseModel, Field, computed_field
 
-from consensus.canonical import Canonical, canonical
+from consensus.canonical import Canonical, canonical_parts
 from consensus.intent import IntentKey, intent_of
 from consensus.intent_rules import IntentContext
 from ingestion.schema import Action, Proposal
@@ -69,7 +70,16 @@ class Ballot:
     weights: list[Fraction] = field(default_factory=list)
     teachers: list[str] = field(default_factory=list)        # per vote
     voters: list[str] = field(default_factory=list)          # sorted unique
+    parsed: list[dict[str, Any]] = field(default_factory=list)  # per vote, what `forms` encode
     intents: list[IntentKey] | None = None                   # per vote, once the intent tier needs them
+
+    positions: dict[int, int] | None = None                 # proposal index → vote, once needed
+
+    def position(self, index: int) -> int:
+        """Where the vote of proposal `index` is in this ballot's lists."""
+        if self.positions is None:
+            self.positions = {i: k for k, i in enumerate(self.indices)}
+        return self.positions[index]
 
     @property
     def unit(self) -> bool:
@@ -80,8 +90,9 @@ class Ballot:
         """Each vote's intent key, computed once per distinct canonical form and kept."""
         if self.intents is None:
             memo: dict[Canonical, IntentKey] = {}
-            self.intents = [memo[f] if f in memo else memo.setdefault(f, intent_of(f, context))
-                            for f in self.forms]
+            parsed = self.parsed if len(self.parsed) == len(self.forms) else [None] * len(self.forms)
+            self.intents = [memo[f] if f in memo else memo.setdefault(f, intent_of(f, context, p))
+                            for f, p in zip(self.forms, parsed, strict=True)]
         return self.intents
 
 
@@ -106,7 +117,9 @@ def ballot(proposals: Sequence[Proposal], cwd: str | None = None) -> Ballot:
     for i in valid:
         proposal = proposals[i]
         result.indices.append(i)
-        result.forms.append(canonical(proposal.action, cwd))  # type: ignore[arg-type]
+        form, parsed = canonical_parts(proposal.action, cwd)  # type: ignore[arg-type]
+        result.forms.append(form)
+        result.parsed.append(parsed)
         count = samples[proposal.teacher]
         result.weights.append(_ONE if count == 1 else Fraction(1, count))
         result.teachers.append(proposal.teacher)
@@ -164,12 +177,13 @@ def spoken_by(proposals: Sequence[Proposal], b: Ballot, members: Sequence[int]) 
     """
     if len(members) == 1:
         return members[0]
-    position = {index: k for k, index in enumerate(b.indices)}
     weight: dict[Canonical, Fraction] = defaultdict(Fraction)
     for index in members:
-        weight[b.forms[position[index]]] += b.weights[position[index]]
+        weight[b.forms[b.position(index)]] += b.weights[b.position(index)]
+    if len(weight) == 1:
+        return representative(proposals, members)
     top = max(weight.values())
-    return representative(proposals, [i for i in members if weight[b.forms[position[i]]] == top])
+    return representative(proposals, [i for i in members if weight[b.forms[b.position(i)]] == top])
 
 
 def make_group(proposals: Sequence[Proposal], form: Canonical, weight: Fraction,
@@ -181,11 +195,8 @@ def make_group(proposals: Sequence[Proposal], form: Canonical, weight: Fraction,
     {'canonical': 'x', 'weight': 1.5, 'teachers': ['a', 'b'], 'members': [0, 1, 2], 'match': 'exact'}
     """
     teachers = sorted({proposals[i].teacher for i in members})
-    # Built from checked parts, many per state: construct, do not re-validate (every field given, so
-    # pydantic looks up no default factory, which costs more than validating).
-    fields = {"match": "exact", "intent": None, "scores": [], **extra}
-    return VoteGroup.model_construct(canonical=form, weight=float(weight), teachers=teachers,
-                                     members=sorted(members), **fields)
+    return VoteGroup(canonical=form, weight=float(weight), teachers=teachers, members=sorted(members),
+                     **extra)
 
 
 def abstain(method: str, reason: str, voters: list[str], groups: list[VoteGroup],
@@ -214,4 +225,9 @@ def passes(agreement: Fraction, min_agreement: float) -> bool:
     >>> passes(Fraction(1, 2), 0.5), passes(Fraction(2, 3), 0.5)
     (False, True)
     """
-    return agreement > Fraction(min_agreement)
+    return agreement > _threshold(min_agreement)
+
+
+@lru_cache(maxsize=16)
+def _threshold(min_agreement: float) -> Fraction:
+    return Fraction(min_agreement)

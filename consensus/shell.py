@@ -16,11 +16,13 @@ import re
 import shlex
 from dataclasses import dataclass
 
+_GROUPING = frozenset("()&")
 _UNSUPPORTED = re.compile(r"\$\(|`|<\(|>\(")
 _KEYWORDS = frozenset({"if", "then", "else", "elif", "fi", "for", "while", "until", "do", "done", "case",
                        "esac", "function", "select", "{", "}", "[[", "]]", "!"})
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _PUNCTUATION = "();<>|&\n"
+_OPERATOR = frozenset(_PUNCTUATION)
 _REDIRECTS = frozenset({">", ">>", "<", ">&", "&>", "&>>", ">|", "<<", "<<-", "<>"})
 _NULL_TARGETS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr"})
 
@@ -118,7 +120,7 @@ def _simple(words: list[str], heredoc: bool) -> Simple | None:
                 writes.append(target)
             i += 2
             continue
-        if set(word) <= set(_PUNCTUATION):
+        if word and word[0] in _OPERATOR and set(word) <= _OPERATOR:
             return None  # an operator shlex glued to another (`;;`, `|>`): not ours to guess
         # `2>&1`: a lone fd number right before a redirection belongs to it.
         if word.isdigit() and len(word) == 1 and i + 1 < len(words) and words[i + 1] in _REDIRECTS:
@@ -167,9 +169,9 @@ def split_command(command: str) -> list[Pipeline] | None:
         current: Pipeline = []
         words: list[str] = []
         for token in tokens + [";"]:
-            kind = _separator(token) if token and set(token) <= set(_PUNCTUATION) and token not in \
-                _REDIRECTS else None
-            if kind is None and token and set(token) <= set("()&") :
+            operator = bool(token) and token[0] in _OPERATOR and set(token) <= _OPERATOR
+            kind = _separator(token) if operator and token not in _REDIRECTS else None
+            if kind is None and operator and set(token) <= _GROUPING:
                 return None  # subshells, background jobs
             if kind is None:
                 words.append(token)

@@ -60,10 +60,18 @@ def _wrappers() -> tuple[tuple[tuple[str, ...], int], ...]:
     return tuple((tuple(prefix.split()), own) for prefix, own in shell_intents().wrappers.items())
 
 
+@lru_cache(maxsize=1)
+def _first_words() -> tuple[frozenset[str], frozenset[str]]:
+    """(first words of wrappers, interpreter names): most commands are neither, and say so in one look-up."""
+    rules = shell_intents()
+    return frozenset(words[0] for words, _ in _wrappers()), frozenset(rules.interpreters.names)
+
+
 def _unwrap(argv: tuple[str, ...]) -> tuple[str, ...] | Key | None:
     """argv with wrappers and interpreters looked through; a script run is returned as its key."""
     rules = shell_intents()
-    changed = True
+    wrappers, interpreters_names = _first_words()
+    changed = argv[0] in wrappers
     while argv and changed:
         changed = False
         for words, own in _wrappers():
@@ -80,7 +88,7 @@ def _unwrap(argv: tuple[str, ...]) -> tuple[str, ...] | Key | None:
         return None
     name = posixpath.basename(argv[0])
     interpreters = rules.interpreters
-    if name in interpreters.names or _INTERPRETER_VERSION.match(name):
+    if name in interpreters_names or _INTERPRETER_VERSION.match(name):
         for i, word in enumerate(argv[1:], 1):
             if word == interpreters.module_flag and i + 1 < len(argv):
                 return argv[i + 1:]

@@ -64,16 +64,13 @@ def _leader(ranked: list[tuple[str, Fraction, list[int]]], voters: int, min_agre
 def _intent_tier(proposals: Sequence[Proposal], b: Ballot, context: IntentContext,
                  min_agreement: float) -> ConsensusResult:
     ranked = key_groups(b, b.intent_keys(context))
-    position = {index: k for k, index in enumerate(b.indices)}
-    groups = []
-    for key, weight, members in ranked:
-        speaker = spoken_by(proposals, b, members)
-        groups.append(make_group(proposals, b.forms[position[speaker]], weight, members, match="intent",
-                                 intent=key))
+    speakers = [spoken_by(proposals, b, members) for _, _, members in ranked]
+    groups = [make_group(proposals, b.forms[b.position(speaker)], weight, members, match="intent", intent=key)
+              for (key, weight, members), speaker in zip(ranked, speakers, strict=True)]
     reason, agreement = _leader(ranked, len(b.voters), min_agreement)
     if reason is not None:
         return abstain("vote", reason, b.voters, groups, float(agreement))
-    winner = spoken_by(proposals, b, ranked[0][2])
+    winner = speakers[0]
     return ConsensusResult(method="vote", reached=True, action=proposals[winner].action,
                            canonical=groups[0].canonical, agreement=float(agreement), teachers=b.voters,
                            winner_teachers=groups[0].teachers, groups=groups, match="intent",
