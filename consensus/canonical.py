@@ -297,16 +297,3 @@ def equivalent(a: Action, b: Action, cwd: str | None = None) -> bool:
     False
     """
     return canonical(a, cwd) == canonical(b, cwd)
-
-
-def shape(form: Canonical) -> tuple[str, ...]:
-    """The tool names of a canonical form, in order (`("text",)` for text): what must match before
-    two forms may count as similar.
-
-    >>> shape('{"calls":[{"arguments":{},"name":"Read"}]}'), shape('{"text":"hi"}')
-    (('Read',), ('text',))
-    """
-    parsed = json.loads(form)
-    if "calls" in parsed:
-        return tuple(call["name"] for call in parsed["calls"])
-    return ("text",)
