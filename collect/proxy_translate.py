@@ -100,6 +100,24 @@ def to_anthropic(completion: dict[str, Any], tool_map: dict[str, str], message_i
     return message
 
 
+def with_reasoning_content(completion: dict[str, Any], reasoning: str | None) -> dict[str, Any]:
+    """The completion with its reasoning as `reasoning_content`, the one name the adapter maps to a
+    thinking block (vLLM 0.12+ answers `reasoning`).
+
+    >>> body = {"choices": [{"message": {"role": "assistant", "content": "x", "reasoning": "r"}}]}
+    >>> with_reasoning_content(body, "r")["choices"][0]["message"]
+    {'role': 'assistant', 'content': 'x', 'reasoning_content': 'r'}
+    """
+    choices = [dict(choice) for choice in completion.get("choices") or []]
+    if choices and isinstance(choices[0].get("message"), dict):
+        message = {key: value for key, value in choices[0]["message"].items()
+                   if key not in ("reasoning", "reasoning_content")}
+        if reasoning:
+            message["reasoning_content"] = reasoning
+        choices[0]["message"] = message
+    return {**completion, "choices": choices}
+
+
 def sse_events(message: dict[str, Any]) -> list[bytes]:
     """The Messages response as the SSE events of a stream, one bytes object per event."""
     _adapter()
