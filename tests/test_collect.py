@@ -19,8 +19,8 @@ from collect.agent import run_agent
 from collect.config import CollectConfig, CollectError, load_agent_spec
 from collect.instances import check_instance, image_name, load_instances
 from collect.records import RolloutWriter
-from collect.runtime import CommandResult, clip
 from collect.reply import BadReply, parse_completion
+from collect.runtime import CommandResult, clip
 from collect.student import Student, StudentError
 from collect.tools import execute
 from tests.collect_toy import scripted_student, toy_instance, vllm_body
@@ -52,8 +52,9 @@ class FakeWorkspace:
 
 
 def config(tmp_path: Path, url: str, **overrides: Any) -> CollectConfig:
-    return CollectConfig(instances=tmp_path / "instances.jsonl", student_url=url, student_model="student",
-                         out=tmp_path / "out", **overrides)
+    fields = {"instances": tmp_path / "instances.jsonl", "student_url": url, "student_model": "student",
+              "out": tmp_path / "out", **overrides}
+    return CollectConfig(**fields)
 
 
 def roll(tmp_path: Path, responder: Any, script: str = "fix", max_turns: int = 30) -> tuple[Any, ...]:

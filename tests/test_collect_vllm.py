@@ -72,8 +72,8 @@ def test_an_unparsed_tool_call_is_an_error_observation_and_the_rollout_goes_on(
 @pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("fmt", ["hermes", "qwen3_coder"])
 def test_a_reply_cut_at_max_tokens_is_never_submitted(tmp_path: Path, version: str, fmt: str) -> None:
-    long_edit = [[{"name": "edit", "arguments": {"command": "create", "path": "big.py", "file_text": "x" * 400}}],
-                 "Done."]
+    create = {"command": "create", "path": "big.py", "file_text": "x" * 400}
+    long_edit = [[{"name": "edit", "arguments": create}], "Done."]
     policy = toy_policy(fmt, reasoning=False, scripts={"long": long_edit})
     with VLLMServer(policy, VLLMConfig(version=version, tool_parser=fmt)) as server:
         result, turns, workspace = roll(tmp_path, server, "long", max_tokens=200)
@@ -93,9 +93,9 @@ def test_a_reply_cut_at_max_tokens_is_never_submitted(tmp_path: Path, version: s
 def cli(tmp_path: Path, url: str, *extra: str, rows: list[Any] | None = None) -> subprocess.CompletedProcess:
     instances = tmp_path / "instances.jsonl"
     instances.write_text("".join(json.dumps(r) + "\n" for r in rows or [toy_instance("toy__calc-1", "fix")]))
-    return subprocess.run([sys.executable, "-m", "collect.run", "--instances", str(instances), "--student-url",
-                           url, "--student-model", "student", "--out", str(tmp_path / "out"), *extra],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    argv = [sys.executable, "-m", "collect.run", "--instances", str(instances), "--student-url", url,
+            "--student-model", "student", "--out", str(tmp_path / "out"), *extra]
+    return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120)
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -104,7 +104,8 @@ def test_a_server_without_auto_tool_choice_stops_the_run_in_one_line(tmp_path: P
         done = cli(tmp_path, server.url)
         answers = list(server.requests)
     assert done.returncode == 2, done.stderr
-    assert done.stderr.count("\n") == 1 and done.stderr.startswith("collect.run: error: the student server at ")
+    assert done.stderr.count("\n") == 1
+    assert done.stderr.startswith("collect.run: error: the student server at ")
     assert "--enable-auto-tool-choice --tool-call-parser" in done.stderr
     why = "does not parse tool calls" if version == "0.10" else "answered a tool call as text (<tool_call>)"
     assert why in done.stderr
@@ -156,7 +157,7 @@ def test_reasoning_not_echoed_breaks_the_prefix(tmp_path: Path, version: str) ->
 
 def test_a_400_mentioning_logprobs_keeps_the_extension(tmp_path: Path) -> None:
     def once_invalid(request: dict) -> Reply | None:
-        return validation_error_010(request, "bad message") if "[script: nofix]" in json.dumps(request) else None
+        return validation_error_010(request, "bad") if "[script: nofix]" in json.dumps(request) else None
 
     with VLLMServer(toy_policy(), VLLMConfig(version="0.10"), intercept=once_invalid) as server:
         backend = Backend(server.url, "EMPTY")
@@ -164,7 +165,7 @@ def test_a_400_mentioning_logprobs_keeps_the_extension(tmp_path: Path) -> None:
         with pytest.raises(StudentError, match="rejected the request: HTTP 400: 1 validation error"):
             student.complete([{"role": "user", "content": "[script: nofix]"}], SPEC.tools)
         reply = student.complete([{"role": "user", "content": "[script: fix]"}], SPEC.tools)
-    refusal = validation_error_010(server.requests[0], "bad message").body["error"]["message"]
+    refusal = validation_error_010(server.requests[0], "bad").body["error"]["message"]
     assert "'logprobs': True" in refusal and "'return_token_ids': True" in refusal   # it names them both
     assert backend.extension is True and backend.dropped is None
     assert reply.completion_token_ids and server.requests[-1]["return_token_ids"] is True
@@ -179,8 +180,9 @@ def test_an_unrecognized_extension_field_drops_it_for_that_server_only(tmp_path:
 
     with VLLMServer(toy_policy(), intercept=openai_like) as strict, VLLMServer(toy_policy()) as plain:
         one, two = Backend(strict.url, "EMPTY"), Backend(plain.url, "EMPTY")
-        replies = [backend.send({"model": "student", "messages": [{"role": "user", "content": "[script: fix]"}],
-                                 "tools": SPEC.tools}) for backend in (one, two, one)]
+        request = {"model": "student", "messages": [{"role": "user", "content": "[script: fix]"}],
+                   "tools": SPEC.tools}
+        replies = [backend.send(request) for backend in (one, two, one)]
     assert [r.completion_token_ids is not None for r in replies] == [False, True, False]
     assert one.dropped == "HTTP 400: Unrecognized request argument supplied: return_token_ids"
     assert (one.extension, two.extension, two.dropped) == (False, True, None)
