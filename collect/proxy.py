@@ -77,6 +77,8 @@ class AnthropicProxy:
         # One Backend per server, shared with the run (its probe, its token-extension switch, its report).
         self.backends = {backend.url: backend for backend in backends or []}
         self._routes: dict[str, RecordWriter] = {}
+        # Per route, the arguments of each tool call as the student generated them (see restore_calls).
+        self._generated: dict[str, dict[str, str]] = {}
         self._main = frozenset(config.main_models)
         self._sampling = {key: value for key, value in
                           (("temperature", config.temperature), ("top_p", config.top_p),
@@ -106,10 +108,12 @@ class AnthropicProxy:
     def route(self, key: str, records: Path) -> str:
         """Record requests under `/<key>` to `records` (appended); the base URL a client should use."""
         self._routes[key] = RecordWriter(records)
+        self._generated[key] = {}
         return f"{self.url}/{key}" if key else self.url
 
     def unroute(self, key: str) -> RecordWriter | None:
         writer = self._routes.pop(key, None)
+        self._generated.pop(key, None)
         if writer is not None:
             writer.close()
         return writer
@@ -184,7 +188,8 @@ class AnthropicProxy:
     async def _messages(self, request: Any) -> Any:
         from aiohttp import web
 
-        writer = self._routes.get(request.match_info.get("key", ""))
+        key = request.match_info.get("key", "")
+        writer = self._routes.get(key)
         if writer is None:
             return web.json_response(translate.error_body(404, f"no route {request.path}"), status=404)
         try:
@@ -195,7 +200,7 @@ class AnthropicProxy:
             error = translate.error_body(400, "the body is not a Messages request")
             return web.json_response(error, status=400)
         try:
-            record = await self._exchange(body)
+            record = await self._exchange(body, self._generated.setdefault(key, {}))
         except Exception as exc:  # a bug costs the CLI one request (it retries), never the server
             log.exception("proxy: request failed")
             return web.json_response(translate.error_body(500, f"proxy error: {exc!r}"[:500]), status=500)
@@ -214,8 +219,12 @@ class AnthropicProxy:
         await stream.write_eof()
         return stream
 
-    async def _exchange(self, body: dict[str, Any]) -> ProxyRecord:
-        """Translate, ask the backend, translate back; every outcome becomes a record."""
+    async def _exchange(self, body: dict[str, Any], generated: dict[str, str]) -> ProxyRecord:
+        """Translate, ask the backend, translate back; every outcome becomes a record.
+
+        `generated` holds the route's tool-call arguments as the student wrote them: the CLI writes its
+        own copy back into the history (Edit with `replace_all: false` added, keys reordered), and the
+        next prompt would no longer extend the previous prompt + completion."""
         record_id = new_record_id()
         model = str(body.get("model") or "")
         role, reason = translate.classify(model, body, self._main)
@@ -233,7 +242,8 @@ class AnthropicProxy:
         # The CLI sends its thinking blocks back (the adapter makes them `reasoning_content`): they go to
         # the server the way its chat template reads them, as the mini agent's history does.
         style = resolve_echo(self.config.reasoning_echo, backend.reasoning_field)
-        openai_request["messages"] = echo_history(openai_request["messages"], style, self.config.think_tags)
+        messages = echo_history(openai_request["messages"], style, self.config.think_tags)
+        openai_request["messages"] = translate.restore_calls(messages, generated)
         record.request = openai_request
         started = time.monotonic()
         try:
@@ -253,6 +263,7 @@ class AnthropicProxy:
             record.status, record.error_kind = 502, "student_error"
             record.error = f"the student's response cannot be used: {exc}"[:500]
             return record
+        generated.update((call["id"], call["function"]["arguments"]) for call in reply.tool_calls)
         record.response, record.reasoning = reply.message, reply.reasoning
         record.finish_reason, record.usage = reply.finish_reason, reply.usage
         record.prompt_token_ids, record.logprobs = reply.prompt_token_ids, reply.logprobs

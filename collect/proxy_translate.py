@@ -118,6 +118,25 @@ def with_reasoning_content(completion: dict[str, Any], reasoning: str | None) ->
     return {**completion, "choices": choices}
 
 
+def restore_calls(messages: list[dict[str, Any]], generated: dict[str, str]) -> list[dict[str, Any]]:
+    """The history with each tool call's arguments as the student generated them (by call id).
+
+    >>> history = [{"role": "assistant", "tool_calls": [{"id": "c1", "type": "function",
+    ...     "function": {"name": "Edit", "arguments": '{"replace_all": false, "old_string": "a"}'}}]}]
+    >>> restore_calls(history, {"c1": '{"old_string": "a"}'})[0]["tool_calls"][0]["function"]["arguments"]
+    '{"old_string": "a"}'
+    """
+    out = []
+    for message in messages:
+        calls = message.get("tool_calls") if message.get("role") == "assistant" else None
+        if calls and any(call.get("id") in generated for call in calls):
+            calls = [{**call, "function": {**call["function"], "arguments": generated[call["id"]]}}
+                     if call.get("id") in generated else call for call in calls]
+            message = {**message, "tool_calls": calls}
+        out.append(message)
+    return out
+
+
 def sse_events(message: dict[str, Any]) -> list[bytes]:
     """The Messages response as the SSE events of a stream, one bytes object per event."""
     _adapter()

@@ -281,14 +281,14 @@ def test_the_small_model_can_be_served_by_a_second_server(tmp_path: Path, backen
 def test_a_context_overflow_is_anthropics_prompt_too_long(tmp_path: Path) -> None:
     from tests.vllm_server import VLLMConfig, VLLMServer
 
-    with VLLMServer(thinking_student, VLLMConfig(max_model_len=50)) as server, \
+    with VLLMServer(thinking_student, VLLMConfig(max_model_len=20)) as server, \
             AnthropicProxy(config(server.url)) as proxy:
         with pytest.raises(anthropic.BadRequestError) as caught:
             ask(proxy.route("k1", tmp_path / "proxy.jsonl"))
         writer = proxy.unroute("k1")
     error = caught.value.body["error"]
     assert error["type"] == "invalid_request_error" and error["message"].startswith("prompt is too long: ")
-    assert "maximum context length is 50 tokens" in error["message"]
+    assert "maximum context length is 20 tokens" in error["message"]
     [record] = records(tmp_path / "proxy.jsonl")
     assert (record["status"], record["error_kind"]) == (400, "context_overflow")
     assert writer is not None and writer.last_error_kind == "context_overflow"

@@ -20,10 +20,12 @@ What differs by version, as the source has it:
 | prompt + max_tokens too long | 400 "'max_tokens' ... is too large" | max_tokens clamped (ends in `length`) |
 
 The model is a script: `policy(request) -> text`, the raw text it generates (reasoning, content and
-tool-call markup in the served format). The tokenizer is one token per character plus a few special
-tokens, and the chat template renders an assistant message exactly as the model generates it, so a
-client that echoes each reply back faithfully (reasoning included, the way its server expects) sees
-every prompt start with the previous prompt + completion; a client that drops something does not.
+tool-call markup in the served format). The tokenizer keeps a few special tokens whole, makes each
+whitespace character a token and cuts other text into runs of up to four characters (about as many
+tokens as a real BPE); the chat template renders an assistant message exactly as the model generates
+it. So a client that echoes each reply back faithfully (reasoning included, the way its server
+expects) sees every prompt start with the previous prompt + completion; one that drops something does
+not.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from __future__ import annotations
 import json
 import re
 import secrets
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -42,9 +45,19 @@ SPECIAL = {"<|im_start|>": 1, "<|im_end|>": 2, "<think>": 3, "</think>": 4, "<to
            "</tool_call>": 6}
 EOS = SPECIAL["<|im_end|>"]
 SKIPPED = {EOS, SPECIAL["<|im_start|>"]}       # special tokens detokenized away (skip_special_tokens)
-OFFSET = 100                                   # any other character: one token, OFFSET + ord(char)
 _SPLIT = re.compile("(" + "|".join(re.escape(token) for token in SPECIAL) + ")")
+_PIECES = re.compile(r"\s|\S{1,4}")
+_VOCAB: dict[str, int] = dict(SPECIAL)         # grows as text is seen; ids are stable within a process
 _BY_ID = {value: key for key, value in SPECIAL.items()}
+_VOCAB_LOCK = threading.Lock()
+
+
+def _piece_id(piece: str) -> int:
+    with _VOCAB_LOCK:
+        if piece not in _VOCAB:
+            _VOCAB[piece] = len(_VOCAB) + 100
+            _BY_ID[_VOCAB[piece]] = piece
+        return _VOCAB[piece]
 
 Version = Literal["0.10", "0.33"]
 ToolFormat = Literal["hermes", "qwen3_coder"]
@@ -54,12 +67,12 @@ Policy = Callable[[dict[str, Any]], str]
 def encode(text: str) -> list[int]:
     ids: list[int] = []
     for part in _SPLIT.split(text):
-        ids.extend([SPECIAL[part]] if part in SPECIAL else (OFFSET + ord(char) for char in part))
+        ids.extend([SPECIAL[part]] if part in SPECIAL else (_piece_id(p) for p in _PIECES.findall(part)))
     return ids
 
 
 def token_text(token_id: int) -> str:
-    return _BY_ID.get(token_id) or chr(token_id - OFFSET)
+    return _BY_ID[token_id]
 
 
 def decode(ids: list[int]) -> str:
