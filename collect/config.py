@@ -7,7 +7,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from configs import config_path
 from ingestion.schema import ReplayError, StrictModel
@@ -47,6 +47,12 @@ class CollectConfig(StrictModel):
     cpus: float = Field(2.0, gt=0)
     pids_limit: int = Field(4096, ge=64)
     eval_timeout: int = Field(1800, ge=1)
+
+    @model_validator(mode="after")
+    def _a_server(self) -> CollectConfig:
+        if self.student_url is None and self.student_provider is None:   # the openai client would pick
+            raise ValueError("student_url is required without a student_provider")   # api.openai.com
+        return self
 
 
 class AgentSpec(StrictModel):

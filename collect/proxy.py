@@ -220,11 +220,8 @@ class AnthropicProxy:
         return stream
 
     async def _exchange(self, body: dict[str, Any], generated: dict[str, str]) -> ProxyRecord:
-        """Translate, ask the backend, translate back; every outcome becomes a record.
-
-        `generated` holds the route's tool-call arguments as the student wrote them: the CLI writes its
-        own copy back into the history (Edit with `replace_all: false` added, keys reordered), and the
-        next prompt would no longer extend the previous prompt + completion."""
+        """Translate, ask the backend, translate back; every outcome becomes a record. `generated`: the
+        route's tool-call arguments as the student wrote them (translate.restore_calls)."""
         record_id = new_record_id()
         model = str(body.get("model") or "")
         role, reason = translate.classify(model, body, self._main)
@@ -242,8 +239,8 @@ class AnthropicProxy:
         # The CLI sends its thinking blocks back (the adapter makes them `reasoning_content`): they go to
         # the server the way its chat template reads them, as the mini agent's history does.
         style = resolve_echo(self.config.reasoning_echo, backend.reasoning_field)
-        messages = echo_history(openai_request["messages"], style, self.config.think_tags)
-        openai_request["messages"] = translate.restore_calls(messages, generated)
+        openai_request["messages"] = translate.restore_calls(
+            echo_history(openai_request["messages"], style, self.config.think_tags), generated)
         record.request = openai_request
         started = time.monotonic()
         try:

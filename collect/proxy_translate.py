@@ -119,7 +119,9 @@ def with_reasoning_content(completion: dict[str, Any], reasoning: str | None) ->
 
 
 def restore_calls(messages: list[dict[str, Any]], generated: dict[str, str]) -> list[dict[str, Any]]:
-    """The history with each tool call's arguments as the student generated them (by call id).
+    """The history with each tool call's arguments as the student generated them (by call id): the CLI
+    writes its own copy back (Edit gains `replace_all: false`, keys move), and the next prompt would no
+    longer extend the previous prompt + completion.
 
     >>> history = [{"role": "assistant", "tool_calls": [{"id": "c1", "type": "function",
     ...     "function": {"name": "Edit", "arguments": '{"replace_all": false, "old_string": "a"}'}}]}]

@@ -107,6 +107,14 @@ class Backend:
 
     def send(self, request: dict[str, Any]) -> StudentReply:
         """One completion of `request` (model, messages, tools, sampling); StudentError if there is none."""
+        try:
+            return self._send(request)
+        except StudentError as exc:     # errors end up in rollouts and reports: never with the key in them
+            if self.api_key in ("", "EMPTY") or self.api_key not in str(exc):
+                raise
+            raise type(exc)(str(exc).replace(self.api_key, "***"), exc.status) from None
+
+    def _send(self, request: dict[str, Any]) -> StudentReply:
         started = time.monotonic()
         while True:
             extension = self.extension

@@ -20,170 +20,33 @@ What differs by version, as the source has it:
 | prompt + max_tokens too long | 400 "'max_tokens' ... is too large" | max_tokens clamped (ends in `length`) |
 
 The model is a script: `policy(request) -> text`, the raw text it generates (reasoning, content and
-tool-call markup in the served format). The tokenizer keeps a few special tokens whole, makes each
-whitespace character a token and cuts other text into runs of up to four characters (about as many
-tokens as a real BPE); the chat template renders an assistant message exactly as the model generates
-it. So a client that echoes each reply back faithfully (reasoning included, the way its server
-expects) sees every prompt start with the previous prompt + completion; one that drops something does
-not.
+tool-call markup in the served format); tokenizer, chat template and parsers are tests/vllm_formats.py.
+The template renders an assistant message exactly as the model writes it, so a client that echoes
+each reply back faithfully (reasoning included, the way its server expects) sees every prompt start
+with the previous prompt + completion; one that drops something does not.
 """
-
 from __future__ import annotations
 
-import json
-import re
 import secrets
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from tests.llm_server import LLMServer, Reply
-
-SPECIAL = {"<|im_start|>": 1, "<|im_end|>": 2, "<think>": 3, "</think>": 4, "<tool_call>": 5,
-           "</tool_call>": 6}
-EOS = SPECIAL["<|im_end|>"]
-SKIPPED = {EOS, SPECIAL["<|im_start|>"]}       # special tokens detokenized away (skip_special_tokens)
-_SPLIT = re.compile("(" + "|".join(re.escape(token) for token in SPECIAL) + ")")
-_PIECES = re.compile(r"\s|\S{1,4}")
-_VOCAB: dict[str, int] = dict(SPECIAL)         # grows as text is seen; ids are stable within a process
-_BY_ID = {value: key for key, value in SPECIAL.items()}
-_VOCAB_LOCK = threading.Lock()
-
-
-def _piece_id(piece: str) -> int:
-    with _VOCAB_LOCK:
-        if piece not in _VOCAB:
-            _VOCAB[piece] = len(_VOCAB) + 100
-            _BY_ID[_VOCAB[piece]] = piece
-        return _VOCAB[piece]
-
-Version = Literal["0.10", "0.33"]
-ToolFormat = Literal["hermes", "qwen3_coder"]
-Policy = Callable[[dict[str, Any]], str]
-
-
-def encode(text: str) -> list[int]:
-    ids: list[int] = []
-    for part in _SPLIT.split(text):
-        ids.extend([SPECIAL[part]] if part in SPECIAL else (_piece_id(p) for p in _PIECES.findall(part)))
-    return ids
-
-
-def token_text(token_id: int) -> str:
-    return _BY_ID[token_id]
-
-
-def decode(ids: list[int]) -> str:
-    return "".join(token_text(i) for i in ids if i not in SKIPPED)
-
-
-# --- the served formats: what the model writes, and what the chat template renders --------------------
-
-def call_markup(name: str, arguments: dict[str, Any], fmt: ToolFormat) -> str:
-    if fmt == "hermes":
-        return "<tool_call>\n" + json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False) + \
-            "\n</tool_call>"
-    params = "".join(f"<parameter={key}>\n{value if isinstance(value, str) else json.dumps(value)}\n"
-                     "</parameter>\n" for key, value in arguments.items())
-    return f"<tool_call>\n<function={name}>\n{params}</function>\n</tool_call>"
-
-
-def assistant_text(content: str = "", calls: list[dict[str, Any]] | None = None,
-                   reasoning: str | None = None, fmt: ToolFormat = "hermes") -> str:
-    """An assistant turn as the model writes it and as the template renders it back."""
-    text = f"<think>\n{reasoning.strip(chr(10))}\n</think>\n\n" if reasoning else ""
-    text += content.strip("\n")
-    for index, call in enumerate(calls or []):
-        arguments = call["arguments"]
-        arguments = json.loads(arguments) if isinstance(arguments, str) else arguments
-        text += ("\n" if index or content.strip("\n") else "") + call_markup(call["name"], arguments, fmt)
-    return text
-
-
-def _template_reasoning(message: dict[str, Any], version: Version) -> tuple[str | None, str]:
-    """Qwen3's template: the `reasoning_content` it is given, else reasoning inlined in the content."""
-    content = message.get("content") or ""
-    reasoning = None
-    if version == "0.33":      # chat_message.py: reasoning (reasoning_content renamed) reaches the template
-        reasoning = message.get("reasoning") or message.get("reasoning_content")
-    if isinstance(reasoning, str):
-        return reasoning.strip("\n"), content
-    if "</think>" in content:
-        head, _, content = content.partition("</think>")
-        return head.split("<think>")[-1].strip("\n"), content.lstrip("\n")
-    return None, content
-
-
-def render(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, version: Version,
-           fmt: ToolFormat) -> str:
-    """The prompt: a ChatML template in the spirit of Qwen3's, with the generation prompt."""
-    text, start = "", 0
-    if messages and messages[0].get("role") == "system" or tools:
-        system = messages[0]["content"] if messages and messages[0].get("role") == "system" else ""
-        start = 1 if system else 0
-        if tools:
-            system += "\n\n# Tools\n" + "\n".join(json.dumps(tool, ensure_ascii=False) for tool in tools)
-        text += f"<|im_start|>system\n{system}<|im_end|>\n"
-    for index, message in enumerate(messages[start:], start):
-        role = message.get("role")
-        if role == "assistant":
-            reasoning, content = _template_reasoning(message, version)
-            calls = [call["function"] for call in message.get("tool_calls") or []]
-            body = assistant_text(content, calls, reasoning, fmt)
-            text += f"<|im_start|>assistant\n{body}<|im_end|>\n"
-        elif role == "tool":
-            first = index == 0 or messages[index - 1].get("role") != "tool"
-            last = index + 1 == len(messages) or messages[index + 1].get("role") != "tool"
-            response = f"\n<tool_response>\n{message.get('content')}\n</tool_response>"
-            text += ("<|im_start|>user" if first else "") + response + ("<|im_end|>\n" if last else "")
-        else:
-            text += f"<|im_start|>{role}\n{message.get('content')}<|im_end|>\n"
-    return text + "<|im_start|>assistant\n"
-
-
-# --- the parsers ----------------------------------------------------------------------------------------
-
-def split_reasoning(text: str) -> tuple[str | None, str | None]:
-    """reasoning/qwen3_reasoning_parser.py: `<think>abc</think>xyz` → ("abc", "xyz")."""
-    if "<think>" not in text or "</think>" not in text:
-        return None, text
-    reasoning, _, content = text.partition("<think>")[2].partition("</think>")
-    return reasoning, content or None
-
-
-def _parse_hermes(text: str) -> list[dict[str, str]]:
-    found = re.findall(r"<tool_call>(.*?)</tool_call>|<tool_call>(.*)", text, re.DOTALL)
-    calls = [json.loads(a or b) for a, b in found]          # raises on bad JSON, as vLLM's does
-    return [{"name": c["name"], "arguments": json.dumps(c["arguments"], ensure_ascii=False)} for c in calls]
-
-
-def _parse_xml(text: str) -> list[dict[str, str]]:
-    calls = []
-    for body in re.findall(r"<tool_call>(.*?)(?:</tool_call>|$)", text, re.DOTALL):
-        header = re.search(r"<function=([^>\n]+)>", body)
-        if header is None:
-            raise ValueError("no <function=...> header")
-        params = {name: value.removeprefix("\n").removesuffix("\n") for name, value in re.findall(
-            r"<parameter=([^>]*)>(.*?)(?:</parameter>|(?=<parameter=)|(?=</function>)|$)", body, re.DOTALL)}
-        calls.append({"name": header.group(1), "arguments": json.dumps(params, ensure_ascii=False)})
-    return calls
-
-
-def extract_tool_calls(text: str, fmt: ToolFormat) -> tuple[list[dict[str, str]], str | None]:
-    """(calls, content); a call the parser cannot read leaves the whole text as content, no calls."""
-    if "<tool_call>" not in text:
-        return [], text
-    try:
-        calls = _parse_hermes(text) if fmt == "hermes" else _parse_xml(text)
-    except (ValueError, KeyError, TypeError):
-        return [], text
-    if not calls:
-        return [], text
-    content = text[:text.find("<tool_call>")]
-    return calls, content or None
-
+from tests.vllm_formats import (  # noqa: F401  (re-exported: the tests import them from here)
+    EOS,
+    Policy,
+    ToolFormat,
+    Version,
+    assistant_text,
+    decode,
+    encode,
+    extract_tool_calls,
+    render,
+    split_reasoning,
+    token_text,
+)
 
 # --- the server -------------------------------------------------------------------------------------------
 
