@@ -226,7 +226,7 @@ class ClaudeCodeAgent:
         return found.output.strip().splitlines()[0]
 
     def _run(self, runtime: Runtime, claude: str, url: str, stop: threading.Event) -> int | None:
-        # the proxy's client tries 3 times (max_retries=2), each up to request_timeout
+        # the proxy's backend tries up to 3 times (a refused connection, 429, 5xx), each up to request_timeout
         env = session_env(self.spec.env, url, self.options.model, self.options.small_model,
                           self.config.max_tokens, wait_s=3 * self.config.request_timeout + 60)
         argv = session_argv(claude, self.config.max_turns, self.options.timeout)
