@@ -1,15 +1,17 @@
 """The student's servers: one chat completion per request, under one retry policy.
 
 A `Backend` is one server. A vLLM server (no `--student-provider`) is asked through the openai client's
-raw response: the exact wire request is recorded, and vLLM's extra fields (`prompt_token_ids`,
-`choices[].token_ids`) are read as sent. An official API (`--student-provider openai|anthropic|...`)
-is asked through litellm, without the token extension: same agents, same harness, no token ids.
+raw response: the record must be the exact wire request (litellm rewrites messages on the way, e.g.
+drops `content: null`, and the next prompt must extend the last one token for token), and vLLM's extra
+fields (`prompt_token_ids`, `choices[].token_ids`) are read as sent. An official API
+(`--student-provider openai|anthropic|...`) is asked through litellm, without the token extension:
+same agents, same harness, no token ids.
 
 The token extension (`logprobs: true`, `return_token_ids: true`) is dropped for one server only, and
 only when that server refuses one of its fields by name (collect/server_errors.py); why is kept in
-`dropped` for the run's report. Neither client retries on its own (`max_retries=0`): our policy
-retries a connection that failed or a 429 / 5xx twice, honouring Retry-After, and never a timeout,
-so a hung server costs one `--request-timeout`, not three.
+`dropped` for the run's report. Neither client retries on its own (`max_retries=0`, `num_retries=0`):
+one tenacity policy retries a connection that failed or a 429 / 5xx twice, honouring Retry-After, and
+never a timeout, so a hung server costs one `--request-timeout`, not three.
 """
 
 from __future__ import annotations
@@ -79,6 +81,14 @@ def _retry_after(exc: Any) -> float | None:
         return float(headers["retry-after"]) if "retry-after" in headers else None
     except ValueError:
         return None
+
+
+def _wait(state: Any) -> float:
+    """The server's Retry-After when it sent one, else full-jitter exponential backoff; capped."""
+    failure = state.outcome.exception() if state.outcome else None
+    hinted = failure.wait if isinstance(failure, _Retry) else None
+    wait = hinted if hinted is not None else random.uniform(0, 2 ** (state.attempt_number - 1))
+    return min(max(wait, 0.0), MAX_WAIT_S)
 
 
 def _short(text: str) -> str:
@@ -165,15 +175,14 @@ class Backend:
         return StudentError(f"the student answered HTTP {status}: {_short(message)}")
 
     def _attempts(self, request: dict[str, Any], extension: bool) -> dict[str, Any]:
-        for attempt in range(self.retries + 1):
-            try:
-                return self._once(request, extension)
-            except _Retry as retry:
-                if attempt == self.retries:
-                    raise retry.failure from None
-                wait = retry.wait if retry.wait is not None else random.uniform(0, 2 ** attempt)
-                time.sleep(min(max(wait, 0.0), MAX_WAIT_S))
-        raise AssertionError("unreachable")
+        from tenacity import Retrying, retry_if_exception_type, stop_after_attempt
+
+        retrying = Retrying(stop=stop_after_attempt(self.retries + 1), wait=_wait, reraise=True,
+                            retry=retry_if_exception_type(_Retry))
+        try:
+            return retrying(self._once, request, extension)
+        except _Retry as retry:
+            raise retry.failure from None
 
     def _once(self, request: dict[str, Any], extension: bool) -> dict[str, Any]:
         import openai

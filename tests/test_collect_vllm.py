@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -47,6 +48,31 @@ def roll(tmp_path: Path, server: VLLMServer, script: str, max_turns: int = 12,
 
 def chat_requests(server: VLLMServer) -> list[dict]:
     return [r for r in server.requests if "messages" in r]
+
+
+# --- the shapes as recorded ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("version", "hex_digits"), [("0.10", 32), ("0.33", 16)])
+def test_vllm_shapes_are_recorded_as_sent(tmp_path: Path, version: str, hex_digits: int) -> None:
+    plain = VLLMConfig(version=version, reasoning_parser=False)
+    with VLLMServer(toy_policy(reasoning=False), plain) as server:
+        result, turns, _ = roll(tmp_path, server, "fix")
+    first = turns[0]
+    assert first["response"]["content"] is None                      # null beside the tool calls
+    assert re.fullmatch(f"chatcmpl-tool-[0-9a-f]{{{hex_digits}}}", first["response"]["tool_calls"][0]["id"])
+    assert first["completion_token_ids"][-1] == EOS and first["finish_reason"] == "tool_calls"
+    assert first["usage"]["prompt_tokens"] == len(first["prompt_token_ids"])
+    assert turns[-1]["finish_reason"] == "stop" and (result.exit_status, result.turns) == ("submitted", 4)
+
+
+def test_a_server_that_ignores_return_token_ids_records_none(tmp_path: Path) -> None:
+    """vLLM < 0.10.2 does not know `return_token_ids`: it ignores it (extra fields are only logged)."""
+    with VLLMServer(toy_policy(), VLLMConfig(token_ids=False)) as server:
+        result, turns, _ = roll(tmp_path, server, "fix")
+    assert (result.exit_status, result.turns_with_token_ids) == ("submitted", 0)
+    assert all(t["prompt_token_ids"] is None and t["completion_token_ids"] is None and t["logprobs"]
+               for t in turns)
+    assert all(r["return_token_ids"] is True for r in chat_requests(server))   # still asked: not refused
 
 
 # --- 1. a tool call the parser could not read -------------------------------------------------------------
