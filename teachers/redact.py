@@ -211,7 +211,7 @@ def redact_text(text: str, key: bytes | None = None) -> tuple[str, Counter[str]]
     >>> redact_text("sort_key=lambda row: row[0]  # KEY_FILE=/etc/ssl/server.key")[1]
     Counter()
     >>> redact_text("pw sk-ant-api03-" + "k" * 40, key=b"k")[0]
-    'pw [REDACTED:anthropic-key:3c3a1e]'
+    'pw [REDACTED:anthropic-key:ff0975]'
     """
     redacted, found = redact_found(text, key)
     return redacted, Counter(kind for kind, _ in found)
@@ -252,9 +252,9 @@ def redact_messages(messages: list[dict[str, Any]], key: bytes | None = None
                     ) -> tuple[list[dict[str, Any]], Counter[str]]:
     """New messages with secrets redacted in every string (content, tool arguments, nested).
 
-    >>> msgs = [{"role": "tool", "tool_call_id": "c1", "content": "token: ghp_" + "a1" * 18}]
+    >>> msgs = [{"role": "tool", "tool_call_id": "c1", "content": "use ghp_aB3dE5fG7hJ9kL1mN2pQ4rS6tU8vW0xY2z4c"}]
     >>> redact_messages(msgs)
-    ([{'role': 'tool', 'tool_call_id': 'c1', 'content': 'token: [REDACTED:github-pat]'}], \
+    ([{'role': 'tool', 'tool_call_id': 'c1', 'content': 'use [REDACTED:github-pat]'}], \
 Counter({'github-pat': 1}))
     """
     redacted, found = redact_value(messages, key)

@@ -81,7 +81,7 @@ def shannon_entropy(data: str) -> float:
     if not data:
         return 0.0
     size = len(data)
-    return -sum(n / size * math.log2(n / size) for n in Counter(data).values())
+    return max(0.0, -sum(n / size * math.log2(n / size) for n in Counter(data).values()))
 
 
 def _compile(pattern: str) -> Any:
