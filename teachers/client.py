@@ -24,6 +24,7 @@ from ingestion.schema import Action, ToolCall
 from teachers.http import MAX_RESPONSE_BYTES, handler_client, install_sdk_client, is_too_large
 from teachers.llm import load_litellm
 from teachers.registry import TeacherSpec
+from teachers.scrub import install_log_scrubbing, scrub
 
 _THINK = re.compile(r"<think>(.*?)(?:</think>|$)", re.S)
 _OWN_ARGUMENTS = frozenset({"model", "messages", "tools", "timeout", "num_retries", "max_retries", "stream",
@@ -32,9 +33,9 @@ _OWN_ARGUMENTS = frozenset({"model", "messages", "tools", "timeout", "num_retrie
 # OpenAI-format ones, tried against a loopback server (the others fail on a handler client); for the
 # rest, typed so in litellm's dispatch (main.py `_dispatch_client_http`). Every other provider goes
 # through the OpenAI SDK, which uses `litellm.aclient_session`. Both are capped (teachers.http).
-_HANDLER_PROVIDERS = frozenset({"anthropic", "gemini", "vertex_ai", "vertex_ai_beta", "deepseek", "openrouter",
-                                "xai", "mistral", "together_ai", "fireworks_ai", "hosted_vllm", "azure_ai",
-                                "cometapi", "edenai"})
+_HANDLER_PROVIDERS = frozenset({"anthropic", "gemini", "vertex_ai", "vertex_ai_beta", "deepseek",
+                                "openrouter", "xai", "mistral", "together_ai", "fireworks_ai", "hosted_vllm",
+                                "azure_ai", "cometapi", "edenai"})
 _CONNECTION = re.compile(r"connection error|connection refused|cannot connect", re.I)
 # A 429 that means "out of credit", not "slow down": waiting will not fix it.
 _NO_QUOTA = re.compile(r"insufficient_quota|exceeded your current quota|billing", re.I)
@@ -125,6 +126,17 @@ def error_kind(error: BaseException) -> str:
     return "server_error" if isinstance(status, int) and status >= 500 else "error"
 
 
+def describe_error(error: BaseException, spec: TeacherSpec) -> str:
+    """`kind: first line of the message`, scrubbed of every key (teachers.scrub), at most 300 characters:
+    what `Proposal.error` holds.
+
+    >>> describe_error(TimeoutError("slow"), TeacherSpec(name="a", model="openai/m"))
+    'timeout: slow'
+    """
+    text = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    return f"{error_kind(error)}: {scrub(text, spec)[:300]}"
+
+
 def _wait(policy: RetryPolicy) -> Any:
     backoff = wait_random_exponential(multiplier=policy.base_wait, max=policy.max_wait)
 
@@ -182,6 +194,8 @@ async def complete(spec: TeacherSpec, messages: list[dict[str, Any]], tools: lis
     """The chat.completion body (a plain dict) for one call; raises the last error when all attempts fail.
     An answer over `max_response_bytes` raises (teachers.http.ResponseTooLarge, wrapped) unread."""
     litellm = load_litellm()
+    # litellm logs failed calls with the provider's message, which may echo the key sent.
+    install_log_scrubbing("LiteLLM", "LiteLLM Router", "LiteLLM Proxy")
     MAX_RESPONSE_BYTES.set(max_response_bytes)  # this task's calls only
     client = _http_client(litellm, spec)
     # The call's own arguments win: a `timeout` or `num_retries` in params would be a TypeError.

@@ -27,8 +27,4 @@ def load_litellm() -> Any:
     # which litellm bundles. An explicit user choice (True/False) is left alone.
     if litellm.disable_hf_tokenizer_download is None:
         litellm.disable_hf_tokenizer_download = True
-    # litellm logs failed calls with the provider's message, which may echo the key sent.
-    from teachers.scrub import install_log_scrubbing
-
-    install_log_scrubbing("LiteLLM", "LiteLLM Router", "LiteLLM Proxy")
     return litellm

@@ -17,11 +17,10 @@ import orjson
 
 from ingestion.schema import Action, Proposal, TraceState
 from teachers.cache import CacheEntry, ResponseCache, cache_key
-from teachers.client import RetryPolicy, complete, error_kind, parse_action
+from teachers.client import RetryPolicy, complete, describe_error, parse_action
 from teachers.cost import Estimate, call_cost, estimate, usage
 from teachers.registry import TeacherSpec, split_by_family
 from teachers.request import build_request
-from teachers.scrub import describe_error
 from teachers.stats import PoolStats, TeacherStats
 
 # Bump when the way a state becomes a request changes, so old cache rows stop matching.

@@ -37,7 +37,8 @@ _STRUCTURAL = frozenset({"role", "type", "id", "tool_call_id", "name"})
 _ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|x([0-9a-fA-F]{2})|([nrt\"\\/']))")
 _SIMPLE = {"n": "\n", "r": "\r", "t": "\t", '"': '"', "\\": "\\", "/": "/", "'": "'"}
 _BASE64 = re.compile(r"[A-Za-z0-9+/_-]{24,}={0,2}")
-_WRAP = re.compile(r"(?:\\?\r?\n|\\n)(?:[ \t]*\d+(?:\t|→))?[ \t]*([A-Za-z0-9_+/-]{6,}={0,2})(?=$|[\s\"'`]|\\n)")
+_WRAP = re.compile(r"(?:\\?\r?\n|\\n)(?:[ \t]*\d+(?:\t|→))?[ \t]*([A-Za-z0-9_+/-]{6,}={0,2})"
+                   r"(?=$|[\s\"'`]|\\n)")
 _DEPTH = 2  # views of views: an escaped string inside an escaped string, base64 inside JSON
 
 Span = tuple[int, int, Rule]
@@ -73,7 +74,8 @@ def _direct(text: str) -> list[Span]:
             line_start = data.rfind(b"\n", 0, start) + 1
             line_end = data.find(b"\n", end)
             line = data[line_start:line_end if line_end >= 0 else len(data)]
-            if any(a.allows(secret_bytes, match.group(0), line) for a in (*rules.allowlists, *rule.allowlists)):
+            allowlists = (*rules.allowlists, *rule.allowlists)
+            if any(a.allows(secret_bytes, match.group(0), line) for a in allowlists):
                 continue
             quoted = start > 0 and data[start - 1:start] in (b'"', b"'", b"`")
             if rule.judge and not plausible(secret, rule.judge, quoted):
@@ -196,7 +198,8 @@ def redact_found(text: str, key: bytes | None = None) -> tuple[str, tuple[tuple[
     out, found, last = [], [], 0
     for start, end, rule in _merge(_extend_wrapped(text, spans)):
         secret = text[start:end]
-        out += [text[last:start], f"[REDACTED:{rule.id}:{_tag(secret, key)}]" if key else f"[REDACTED:{rule.id}]"]
+        mark = f"[REDACTED:{rule.id}:{_tag(secret, key)}]" if key else f"[REDACTED:{rule.id}]"
+        out += [text[last:start], mark]
         found.append((rule.id, hashlib.sha256(secret.encode("utf-8", "surrogatepass")).hexdigest()[:16]))
         last = end
     out.append(text[last:])
@@ -252,7 +255,8 @@ def redact_messages(messages: list[dict[str, Any]], key: bytes | None = None
                     ) -> tuple[list[dict[str, Any]], Counter[str]]:
     """New messages with secrets redacted in every string (content, tool arguments, nested).
 
-    >>> msgs = [{"role": "tool", "tool_call_id": "c1", "content": "use ghp_aB3dE5fG7hJ9kL1mN2pQ4rS6tU8vW0xY2z4c"}]
+    >>> pat = "ghp_aB3dE5fG7hJ9kL1mN2pQ4rS6tU8vW0xY2z4c"
+    >>> msgs = [{"role": "tool", "tool_call_id": "c1", "content": "use " + pat}]
     >>> redact_messages(msgs)
     ([{'role': 'tool', 'tool_call_id': 'c1', 'content': 'use [REDACTED:github-pat]'}], \
 Counter({'github-pat': 1}))

@@ -4,8 +4,9 @@ Every key the process knows — the teacher spec's own, `REPLAY_ENDPOINT_API_KEY
 variable named like a credential (`*_API_KEY`, `*_TOKEN`, `*_SECRET`, `*_PASSWORD`, ...) — is replaced
 in any text before it is stored or printed, in the forms a server echoes it (as is, JSON-escaped,
 percent-encoded, base64 of `user:key` basic auth being covered by the rules), then the text goes through
-the redaction rules too. `describe_error` is what a failed call stores in `Proposal.error`;
-`install_log_scrubbing` puts the same filter on litellm's log handlers and the root logger's.
+the redaction rules too (`teachers.client.describe_error` is what a failed call stores in
+`Proposal.error`); `install_log_scrubbing` puts the same filter on litellm's log handlers and the
+root logger's.
 """
 
 from __future__ import annotations
@@ -55,25 +56,14 @@ def known_keys(spec: TeacherSpec | None = None) -> list[str]:
 def scrub(text: str, spec: TeacherSpec | None = None) -> str:
     """`text` without any known key (raw, JSON-escaped or percent-encoded) and with secrets redacted.
 
-    >>> scrub('401: invalid key "tok-9f8e7d6c5b4a"', TeacherSpec(name="a", model="m", api_key="tok-9f8e7d6c5b4a"))
+    >>> spec = TeacherSpec(name="a", model="m", api_key="tok-9f8e7d6c5b4a")
+    >>> scrub('401: invalid key "tok-9f8e7d6c5b4a"', spec)
     '401: invalid key "[REDACTED:api_key]"'
     """
     for key in known_keys(spec):
         for form in {key, json.dumps(key)[1:-1], quote(key, safe="")}:
             text = text.replace(form, KEY_MARK)
     return redact_text(text)[0]
-
-
-def describe_error(error: BaseException, spec: TeacherSpec) -> str:
-    """`kind: first line of the message`, scrubbed, at most 300 characters: what `Proposal.error` holds.
-
-    >>> describe_error(TimeoutError("slow"), TeacherSpec(name="a", model="openai/m"))
-    'timeout: slow'
-    """
-    from teachers.client import error_kind
-
-    text = (str(error).strip().splitlines() or [type(error).__name__])[0]
-    return f"{error_kind(error)}: {scrub(text, spec)[:300]}"
 
 
 class ScrubFilter(logging.Filter):

@@ -147,7 +147,7 @@ def rule_set() -> RuleSet:
     for i, rule in enumerate(rules):
         for word in rule.keywords:
             enabled[index[word]].append(i)
-    glob = [theirs.get("allowlist", {})] + list(theirs.get("allowlists", [])) + ours.get("global_allowlists", [])
+    glob = [theirs.get("allowlist", {}), *theirs.get("allowlists", []), *ours.get("global_allowlists", [])]
     return RuleSet(rules=rules, always=tuple(i for i, r in enumerate(rules) if not r.keywords),
                    keyword_set=keyword_set, keyword_rules=tuple(tuple(e) for e in enabled),
                    allowlists=_allowlists(glob))

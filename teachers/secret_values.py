@@ -11,8 +11,8 @@ import re
 
 from teachers.secret_rules import shannon_entropy
 
-_REFERENCE = re.compile(r"""^(?:\$\{?[A-Za-z_][\w.]*\}?|\$\(|%[A-Za-z_]\w*%|\{\{.*\}\}|\$\{\{.*\}\}|<[^<>]*>"""
-                        r"""|\{[^{}]*\}|@[A-Za-z_]\w*@|\[REDACTED:)""")
+_REFERENCE = re.compile(r"""^(?:\$\{?[A-Za-z_][\w.]*\}?|\$\(|%[A-Za-z_]\w*%|\{\{.*\}\}|\$\{\{.*\}\}"""
+                        r"""|<[^<>]*>|\{[^{}]*\}|@[A-Za-z_]\w*@|\[REDACTED:)""")
 _PLACEHOLDER = re.compile(r"^(?:your|my|the|some|a|an|example|sample|dummy|placeholder|redacted|changeme|"
                           r"xxx+|\*+|\.{3,}|…|none|null|nil|undefined|empty|todo|tbd|secret|password|"
                           r"token|test|string|str|bytes|optional|required|hidden)(?:$|[-_ .])", re.I)

@@ -64,7 +64,8 @@ def _secrets() -> list[Secret]:
     add("gitlab_pat", k, f"The CI uses {k} to clone; I should not print it.", "thinking")
     k = "xoxb-" + _r(string.digits, 12) + "-" + _r(string.digits, 13) + "-" + _r(B62, 24)
     add("slack_bot_token", k, f"SLACK_BOT_TOKEN={k}", "tool_result")
-    k = f"https://hooks.slack.com/services/T{_r(B62.upper()[:36], 10)}/B{_r(B62.upper()[:36], 10)}/{_r(B62, 24)}"
+    upper = string.ascii_uppercase + string.digits
+    k = f"https://hooks.slack.com/services/T{_r(upper, 10)}/B{_r(upper, 10)}/{_r(B62, 24)}"
     add("slack_webhook", k, f'WEBHOOK = "{k}"\n', "write")
     k = "sk_live_" + _r(B62, 32)
     add("stripe_live_key", k, f'stripe.api_key = "{k}"', "edit")
@@ -94,7 +95,8 @@ def _secrets() -> list[Secret]:
     add("x_api_key_header", k, f'headers = {{"x-api-key": "{k}"}}\nrequests.get(URL, headers=headers)\n',
         "write")
     k = _r(B62 + "-._", 48)
-    add("bearer_header", k, f"> GET /v1/me HTTP/1.1\n> Authorization: Bearer {k}\n< HTTP/1.1 200 OK", "tool_result")
+    add("bearer_header", k, f"> GET /v1/me HTTP/1.1\n> Authorization: Bearer {k}\n< HTTP/1.1 200 OK",
+        "tool_result")
     k = "r3dis" + _r(B62, 14)
     add("redis_url_password", k, f"REDIS_URL=redis://:{k}@cache.internal:6379/0", "tool_result")
     k = "pg" + _r(B62, 16)
@@ -163,7 +165,8 @@ BENIGN = [
     "commit 3f2a9c1e8b7d6a5f4e3d2c1b0a9f8e7d6c5b4a39",
     "image: python@sha256:9b8e4e2f1c0d3a7b6e5f4d3c2b1a09f8e7d6c5b4a3928171605f4e3d2c1b0a9f",
     "request 8f14e45f-ceea-467f-a0e6-4c2b1b8e9d3a failed",
-    '"integrity": "sha512-z4PhNX7vuL3xVChQ1m2AB9Yg5AULVxXcg/SpIdNs6c5H0NE8XYXysP+DGNKHfuwvY7kxvUgl4fRXp+Kl4y1P1Q=="',
+    '"integrity": "sha512-z4PhNX7vuL3xVChQ1m2AB9Yg5AULVxXcg/SpIdNs6c5H0NE8XYXysP+DGNKHfuwvY7kxvUgl4fRXp'
+    '+Kl4y1P1Q=="',
     f'<img src="data:image/png;base64,{_PNG}">',
     "MAX_TOKENS=4096",
     "TOKENIZERS_PARALLELISM=false",

@@ -42,7 +42,8 @@ def corpus_session(folder: Path) -> Path:
         if result is not None:
             add(lambda u, p: user(u, p, tool_result(block["id"], result)))
 
-    add(lambda u, p: user(u, p, "set up the deploy. " + " ".join(s.text for s in SECRETS if s.where == "user")))
+    prompt = "set up the deploy. " + " ".join(s.text for s in SECRETS if s.where == "user")
+    add(lambda u, p: user(u, p, prompt))
     for i, secret in enumerate(SECRETS):
         call = f"toolu_{i}"
         if secret.where == "tool_args":
@@ -82,7 +83,8 @@ def test_planted_secrets_reach_no_teacher_and_no_file(tmp_path: Path) -> None:
     files = [p for p in out.rglob("*") if p.is_file()]
     assert any(p.suffix == ".arrow" for p in files) and (out / "pairs.jsonl").exists()
     leaks = [(s.kind, "request") for s in SECRETS if any(f in sent for f in _forms(s.needle))]
-    leaks += [(s.kind, str(p)) for p in files for s in SECRETS if any(f in p.read_bytes() for f in _forms(s.needle))]
+    leaks += [(s.kind, str(p)) for p in files for s in SECRETS
+              if any(f in p.read_bytes() for f in _forms(s.needle))]
     assert leaks == []
     damaged = [b for b in BENIGN if json.dumps(b)[1:-1].encode() not in sent]
     assert damaged == []
@@ -103,9 +105,11 @@ def test_no_redact_keeps_raw_text_and_the_card_says_so(tmp_path: Path) -> None:
     assert "OFF (--no-redact)" in (tmp_path / "out" / "README.md").read_text()
 
 
-@pytest.mark.parametrize("endpoint", ["openai/gpt-5@127.0.0.1:{port}/v1", "openai/gpt-5@HTTP://127.0.0.1:{port}/v1",
+@pytest.mark.parametrize("endpoint", ["openai/gpt-5@127.0.0.1:{port}/v1",
+                                      "openai/gpt-5@HTTP://127.0.0.1:{port}/v1",
                                       "openai/gpt-5@ftp://127.0.0.1:{port}/v1"])
-def test_bad_endpoint_is_one_line_and_no_request(endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+def test_bad_endpoint_is_one_line_and_no_request(endpoint: str, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch,
                                                  capfd: pytest.CaptureFixture[str]) -> None:
     session = corpus_session(tmp_path / "p")
     with LLMServer(scripted) as server:
@@ -140,17 +144,18 @@ def test_401_echoing_every_key_leaks_none(tmp_path: Path) -> None:
     echo = "; ".join(f"{k}={v} {json.dumps(v)}" for k, v in KEYS.items())
     with LLMServer(lambda body: Reply({"error": {"message": f"Incorrect API key: {echo}",
                                                  "type": "invalid_request_error"}}, status=401)) as server:
-        env = {**KEYS, "PATH": "/usr/bin:/bin", "LITELLM_LOG": "DEBUG", "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-               "XDG_CACHE_HOME": str(tmp_path / "xdg"), "HOME": str(tmp_path)}
+        env = {**KEYS, "PATH": "/usr/bin:/bin", "LITELLM_LOG": "DEBUG", "HOME": str(tmp_path),
+               "LITELLM_LOCAL_MODEL_COST_MAP": "True", "XDG_CACHE_HOME": str(tmp_path / "xdg")}
         done = subprocess.run([sys.executable, "-m", "replay.run", "--source", str(session), "--out",
-                               str(tmp_path / "out"), "--cache", str(tmp_path / "c.sqlite"), "--max-states", "3",
-                               "--teachers", f"ta=openai/ta@{server.url}"], cwd=ROOT, env=env,
-                              capture_output=True, timeout=300)
+                               str(tmp_path / "out"), "--cache", str(tmp_path / "c.sqlite"),
+                               "--max-states", "3", "--teachers", f"ta=openai/ta@{server.url}"],
+                              cwd=ROOT, env=env, capture_output=True, timeout=300)
         assert any(KEYS["REPLAY_ENDPOINT_API_KEY"] in json.dumps(h) for h in server.headers)  # really sent
     assert done.returncode == 0, done.stderr.decode()[-2000:]
     proposals = [json.loads(line) for line in (tmp_path / "out" / "proposals.jsonl").read_text().splitlines()]
     assert proposals and all(p["error"].startswith("auth") for p in proposals)
-    outputs = [done.stdout, done.stderr] + [p.read_bytes() for p in (tmp_path / "out").rglob("*") if p.is_file()]
+    outputs = [done.stdout, done.stderr]
+    outputs += [p.read_bytes() for p in (tmp_path / "out").rglob("*") if p.is_file()]
     outputs += [p.read_bytes() for p in tmp_path.glob("c.sqlite*")]
     leaked = [name for name, key in KEYS.items() for blob in outputs if any(f in blob for f in _forms(key))]
     assert leaked == []
@@ -207,8 +212,9 @@ def test_200_mb_answer_is_a_counted_failure_in_bounded_memory(framing: str, tmp_
         port = int(server.stdout.readline())
         env = {"PATH": "/usr/bin:/bin", "LITELLM_LOCAL_MODEL_COST_MAP": "True", "HOME": str(tmp_path),
                "XDG_CACHE_HOME": str(tmp_path / "xdg")}
-        done = subprocess.run([sys.executable, "-c", _MEASURE, sys.executable, "-m", "replay.run", "--source",
-                               str(session), "--out", str(tmp_path / "out"), "--cache", str(tmp_path / "c.sqlite"),
+        done = subprocess.run([sys.executable, "-c", _MEASURE, sys.executable, "-m", "replay.run",
+                               "--source", str(session), "--out", str(tmp_path / "out"),
+                               "--cache", str(tmp_path / "c.sqlite"),
                                "--teachers", f"big=openai/m@http://127.0.0.1:{port}/v1"],
                               cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     finally:

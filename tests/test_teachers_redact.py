@@ -77,7 +77,8 @@ def test_messages_nested_are_redacted_and_input_untouched() -> None:
     for secret in ("k9Zq", pat, "AKIAQ7KZ3M2XWPLN4RTY", "ab12cd34ef56gh78"):
         assert secret not in text
     assert sum(counts.values()) == 4
-    assert redacted[1]["tool_calls"][0]["id"] == "c1" and redacted[1]["tool_calls"][0]["function"]["name"] == "Bash"
+    call = redacted[1]["tool_calls"][0]
+    assert call["id"] == "c1" and call["function"]["name"] == "Bash"
     assert redact_messages(redacted) == (redacted, Counter())  # idempotent
 
 
@@ -99,8 +100,8 @@ def test_one_pass_per_state_keeps_the_trace_a_prefix() -> None:
     call = ToolCall(id="c1", name="Bash", arguments={"command": f"OPENAI_API_KEY={key} python x.py"})
     first = _state(0, shared, Action(tool_calls=[call], thinking=f"the key {key} works"),
                    {"prompt_token_ids": [1, 2, 3], "logprobs": [-0.1]})
-    second = _state(1, [*shared, first.student_action.to_message(), {"role": "tool", "tool_call_id": "c1",
-                                                                     "content": "ok"}], Action(content="done"))
+    result = {"role": "tool", "tool_call_id": "c1", "content": "ok"}
+    second = _state(1, [*shared, first.student_action.to_message(), result], Action(content="done"))
     redactor = StateRedactor(b"k")
     one, two = redactor(first), redactor(second)
     assert key not in one.model_dump_json() and key not in two.model_dump_json()
