@@ -17,7 +17,7 @@ class PoolOptions(StrictModel):
     timeout: float = 120.0
     max_cost: float | None = None
     allow_same_family: bool = False
-    redact: bool = True               # kept for run.json compatibility; RunConfig.redact decides
+    redact: bool = True               # teachers' answers too (states: RunConfig.redact)
     max_response_bytes: int = 10_000_000
 
 

@@ -146,7 +146,8 @@ def build_pool(options: PoolOptions) -> TeacherPool:
                        concurrency=options.concurrency, per_teacher=options.per_teacher,
                        timeout=options.timeout, samples=options.samples, max_cost=options.max_cost,
                        allow_same_family=options.allow_same_family,
-                       max_response_bytes=options.max_response_bytes)
+                       max_response_bytes=options.max_response_bytes,
+                       redact_key=redaction_key() if options.redact else None)
 
 
 def estimate_run(pool: TeacherPool, states_path: Path) -> dict[str, dict[str, float]]:

@@ -19,6 +19,7 @@ from ingestion.schema import Action, Proposal, TraceState
 from teachers.cache import CacheEntry, ResponseCache, cache_key
 from teachers.client import RetryPolicy, complete, describe_error, parse_action
 from teachers.cost import Estimate, call_cost, estimate, usage
+from teachers.redact_state import redact_action
 from teachers.registry import TeacherSpec, split_by_family
 from teachers.request import build_request
 from teachers.stats import PoolStats, TeacherStats
@@ -39,13 +40,17 @@ class TeacherPool:
                  concurrency: int = 16, per_teacher: int = 8, timeout: float = 120.0, samples: int = 1,
                  max_cost: float | None = None, allow_same_family: bool = False,
                  retry: RetryPolicy | None = None, prompt_version: str = PROMPT_VERSION,
-                 expected_completion_tokens: int = 400, max_response_bytes: int = 10_000_000) -> None:
+                 expected_completion_tokens: int = 400, max_response_bytes: int = 10_000_000,
+                 redact_key: bytes | None = None) -> None:
         self.teachers = list(teachers)
         self.cache = cache if cache is not None else ResponseCache()
         self.concurrency, self.per_teacher = max(concurrency, 1), max(per_teacher, 1)
         self.timeout, self.samples, self.max_cost = timeout, max(samples, 1), max_cost
         self.allow_same_family = allow_same_family
         self.max_response_bytes = max_response_bytes
+        # Answers are redacted like the states they answer (None: --no-redact), so no output holds a
+        # secret-shaped string a teacher wrote either.
+        self.redact_key = redact_key
         self.retry = retry or RetryPolicy()
         self.prompt_version = prompt_version
         self.expected_completion_tokens = expected_completion_tokens
@@ -106,7 +111,7 @@ class TeacherPool:
             key = self.key(teacher, state, sample)
             if (entry := self.cache.get(key)) is not None:
                 counts.cached += 1
-                return self._proposal(base, entry, counts, cached=True)
+                return self._redacted(self._proposal(base, entry, counts, cached=True))
             messages, tools = self.request(state)
             total, mine = self._semaphores(teacher.name)
             async with mine, total:
@@ -125,7 +130,7 @@ class TeacherPool:
         counts.prompt_tokens += entry.prompt_tokens
         counts.completion_tokens += entry.completion_tokens
         counts.cost_usd += entry.cost_usd
-        return self._proposal(base, entry, counts, cached=False)
+        return self._redacted(self._proposal(base, entry, counts, cached=False))
 
     def estimate(self, state: TraceState) -> list[Estimate]:
         """Dry run: per eligible teacher, prompt tokens and USD for this state; no network.
@@ -152,6 +157,11 @@ class TeacherPool:
 
     def _over_budget(self) -> bool:
         return self.max_cost is not None and self.stats.cost_usd >= self.max_cost
+
+    def _redacted(self, proposal: Proposal) -> Proposal:
+        if self.redact_key is None or proposal.action is None:
+            return proposal
+        return proposal.model_copy(update={"action": redact_action(proposal.action, self.redact_key)[0]})
 
     @staticmethod
     def _entry(teacher: TeacherSpec, body: dict[str, Any], sample: int) -> CacheEntry:

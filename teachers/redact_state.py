@@ -19,6 +19,16 @@ from teachers.redact import redact_value
 TOKEN_FIELDS = ("prompt_token_ids", "completion_token_ids", "logprobs", "tokens")
 
 
+def redact_action(action: Action, key: bytes | None = None) -> tuple[Action, list[tuple[str, str]]]:
+    """An action with every string redacted (content, tool-call arguments, thinking), and what was found.
+
+    >>> redact_action(Action(content="ok"))
+    (Action(content='ok', tool_calls=[], thinking=None), [])
+    """
+    data, found = redact_value(action.model_dump(), key)
+    return (Action.model_validate(data), found) if found else (action, [])
+
+
 class StateRedactor:
     """`redactor(state)` → the redacted state. `counts` holds distinct secrets per trace, by kind, summed
     over traces (a secret repeated in every later state of its trace counts once); `states_token_ids_dropped`
@@ -42,12 +52,6 @@ class StateRedactor:
         self._memo[id(value)] = (value, redacted, found)
         return redacted, found
 
-    def _action(self, action: Action) -> tuple[Action, list[tuple[str, str]]]:
-        data, found = redact_value(action.model_dump(), self.key)
-        if not found:
-            return action, []
-        return Action.model_validate(data), found
-
     def __call__(self, state: TraceState) -> TraceState:
         if state.trace_id != self._trace:
             self._trace, self._memo, self._seen = state.trace_id, {}, set()
@@ -62,7 +66,7 @@ class StateRedactor:
             redacted, hits = self._shared(tool)
             tools.append(redacted)
             found += hits
-        action, hits = self._action(state.student_action)
+        action, hits = redact_action(state.student_action, self.key)
         found += hits
         metadata, hits = redact_value(state.metadata, self.key)
         found += hits
