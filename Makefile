@@ -23,7 +23,7 @@ test: $(BIN)/python
 	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -e ".[dev]"
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -rs   # -rs: each skipped test says why (e.g. no ../shared)
 
 # Regenerate examples/sessions/ with the real Claude Code CLI (fetched once from npm) and a scripted
 # Anthropic server on 127.0.0.1.
