@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import difflib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import cached_property, lru_cache
 from typing import Any
+
+import orjson
 
 from ingestion.schema import Action
 
@@ -44,28 +47,31 @@ def pretty(value: Any) -> str:
     """
     if isinstance(value, str):
         try:
-            value = json.loads(value)
-        except ValueError:
+            value = orjson.loads(value)
+        except orjson.JSONDecodeError:
             return value
-    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+    try:
+        return orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode()
+    except TypeError:         # what orjson refuses (integers past 64 bits, odd keys)
+        return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Call:
     name: str
     arguments: str            # pretty JSON, cut
 
 
-@dataclass
+@dataclass(frozen=True)
 class Shown:
-    """One message or action as the page shows it."""
+    """One message or action as the page shows it (hashable: a trace's pages share their messages)."""
 
     role: str
     text: str = ""
-    calls: list[Call] = field(default_factory=list)
+    calls: tuple[Call, ...] = ()
     note: str = ""            # tool_call_id of a tool result, a teacher's name, an error
 
-    @property
+    @cached_property
     def size(self) -> int:
         return len(self.text) + sum(len(c.arguments) + len(c.name) for c in self.calls)
 
@@ -98,9 +104,22 @@ def shown_message(message: dict[str, Any]) -> Shown:
     >>> m.role, m.text, m.calls[0].name
     ('assistant', 'x', 'Bash')
     """
-    calls = [Call(name=str((call.get("function") or {}).get("name", "?")),
-                  arguments=cut(pretty((call.get("function") or {}).get("arguments", {}))))
-             for call in message.get("tool_calls") or [] if isinstance(call, dict)]
+    try:
+        return _shown_once(orjson.dumps(message))
+    except TypeError:
+        return _shown(message)
+
+
+@lru_cache(maxsize=8192)
+def _shown_once(raw: bytes) -> Shown:
+    """The pages of one trace share most of their context: each message is prepared once."""
+    return _shown(orjson.loads(raw))
+
+
+def _shown(message: dict[str, Any]) -> Shown:
+    calls = tuple(Call(name=str((call.get("function") or {}).get("name", "?")),
+                       arguments=cut(pretty((call.get("function") or {}).get("arguments", {}))))
+                  for call in message.get("tool_calls") or [] if isinstance(call, dict))
     return Shown(role=str(message.get("role", "?")), text=cut(content_text(message.get("content"))),
                  calls=calls, note=str(message.get("tool_call_id") or message.get("name") or ""))
 
@@ -113,7 +132,7 @@ def shown_action(action: Action | None, note: str = "", error: str | None = None
     """
     if action is None:
         return Shown(role="assistant", text=f"no answer: {error or 'unknown'}", note=note)
-    calls = [Call(name=call.name, arguments=cut(pretty(call.arguments))) for call in action.tool_calls]
+    calls = tuple(Call(name=call.name, arguments=cut(pretty(call.arguments))) for call in action.tool_calls)
     return Shown(role="assistant", text=cut(action.content), calls=calls, note=note)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Iterable
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +23,25 @@ CHUNK_ROWS = 5_000            # index rows per script file (~0.5 MB)
 def environment() -> Any:
     import jinja2
 
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True,
-                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True,
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.globals["shown"] = shown
+    env.globals["fragments"] = fragments
+    return env
+
+
+def fragments(items: Iterable[Any]) -> Any:
+    """Many messages as one piece of HTML (a long context is hundreds of them: one call, not one each)."""
+    from markupsafe import Markup
+
+    return Markup("".join(shown(item) for item in items))
+
+
+@lru_cache(maxsize=8192)
+def shown(item: Any, cls: str = "") -> Any:
+    """One message as HTML (the `shown` macro, autoescaped), remembered: the pages of a trace repeat
+    the same context messages, which are rendered once."""
+    return environment().get_template("macros.html.j2").module.shown(item, cls)
 
 
 def render(name: str, **context: Any) -> bytes:
