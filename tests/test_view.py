@@ -203,3 +203,16 @@ def test_a_dry_run_and_bad_folders(tmp_path: Path, capsys: pytest.CaptureFixture
     done = subprocess.run([sys.executable, "-m", "replay.view", str(tmp_path / "src")], cwd=ROOT,
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "states.jsonl not found" in done.stderr
+
+
+def test_the_overview_shows_an_ablation_when_the_run_has_one(run: Path, tmp_path: Path) -> None:
+    from replay.ablate import main as ablate_main
+
+    copy = tmp_path / "out"
+    shutil.copytree(run, copy, ignore=shutil.ignore_patterns("view"))
+    assert ablate_main(["--run", str(copy), "--pools", "a,b,c,sonnet;a,b"]) == 0
+    assert view_main([str(copy)]) == 0
+    overview = (copy / "view/index.html").read_text()
+    table = re.search(r'id="ablation".*?</table>', overview, re.S)
+    assert table and ">a+b<" in table.group(0)
+    assert '<img class="plot" src="ablation.png"' in overview and (copy / "view/ablation.png").is_file()
