@@ -90,6 +90,9 @@ def _export_flags(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--max-length", type=int, default=None, metavar="N",
                        help="with --preflight-tokenizer: drop pairs longer than N tokens")
     group.add_argument("--push-to-hub", metavar="REPO", help="also push the dataset to the Hugging Face Hub")
+    group.add_argument("--view", action="store_true",
+                       help="also write OUT/view/: static HTML pages of the states, answers and pairs "
+                            "(the same as python -m replay.view OUT)")
 
 
 def config_from_args(args: argparse.Namespace, argv: list[str]) -> RunConfig:
@@ -131,6 +134,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {scrub(str(error))}", file=sys.stderr)
         return 2
     print_summary(report, str(args.out))
+    if args.view:
+        from replay.view.cli import main as view_main
+
+        return view_main([str(args.out)])
     return 0
 
 
