@@ -96,7 +96,7 @@ def _setup(run: RunOutputs) -> Setup | None:
     from teachers.registry import parse_pool
 
     return Setup(teachers=parse_pool(run.teachers), method=run.method,
-                 min_agreement=run.config.consensus.min_agreement,
+                 min_agreement=run.config.consensus.min_agreement, match=run.config.consensus.match,
                  allow_same_family=run.config.pool.allow_same_family,
                  reports_failed="states_failed" in run.report)
 

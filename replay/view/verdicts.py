@@ -13,10 +13,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from consensus.methods import run_method
 from consensus.result import ConsensusResult
 from ingestion.schema import Action, Proposal, ToolCall, TraceState
-from replay.ablation.evaluate import pool_proposals
+from replay.ablation.evaluate import method_decider, pool_proposals
 from replay.decide import settle
 from teachers.registry import TeacherSpec
 
@@ -33,6 +32,7 @@ class Setup:
     teachers: list[TeacherSpec]
     method: str = "vote"
     min_agreement: float = 0.5
+    match: str = "intent"
     allow_same_family: bool = False
     reports_failed: bool = False       # the run counts `failed` states (report.json has states_failed)
 
@@ -78,8 +78,8 @@ def decide_state(state: TraceState, answers: Mapping[str, Sequence[Proposal]], s
         return Decision("all_teachers_excluded", proposals, excluded)
     if setup.method == "judge":
         return _judged(state, proposals, excluded, judged_pairs or {})
-    result = run_method(setup.method, proposals, state.metadata.get("cwd"), setup.min_agreement)
-    verdict, _ = settle(state, proposals, result)
+    result = method_decider(setup.method, setup.min_agreement, setup.match)(state, proposals)
+    verdict = settle(state, proposals, result, match=setup.match).verdict
     if (verdict == "abstained" and setup.reports_failed
             and all(p.action is None for p in proposals)):
         verdict = "failed"             # every eligible teacher's call failed (C3)
