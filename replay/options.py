@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from ingestion.options import IngestOptions
 from ingestion.schema import StrictModel
@@ -17,12 +18,14 @@ class PoolOptions(StrictModel):
     timeout: float = 120.0
     max_cost: float | None = None
     allow_same_family: bool = False
-    redact: bool = True
+    redact: bool = True               # teachers' answers too (states: RunConfig.redact)
+    max_response_bytes: int = 10_000_000
 
 
 class ConsensusOptions(StrictModel):
     method: str = "vote"
     min_agreement: float = 0.5
+    match: Literal["exact", "intent"] = "intent"  # the loosest tier: intent = exact, then intent
     judge: str | None = None
     early_stop: bool = False
 
@@ -37,6 +40,7 @@ class RunConfig(StrictModel):
     source: Path
     out: Path
     dry_run: bool = False
+    redact: bool = True               # one redaction pass per state, right after ingestion
     force: bool = False          # write into a non-empty folder replay.run did not make (deletes nothing)
     max_failed: float = 0.1      # share of the states put to teachers that may fail before exit 1
     ingest: IngestOptions = IngestOptions()

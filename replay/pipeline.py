@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,16 +14,17 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ingestion.options import IngestOptions
-from ingestion.schema import Proposal, ReplayError, TraceState
+from ingestion.schema import ReplayError, TraceState
 from ingestion.sources import find_files, iter_states
 from ingestion.stats import IngestStats
 from replay.files import temp_path, write_json, write_jsonl
 from replay.options import PoolOptions, RunConfig
 from replay.outdir import check_out, keep_failed, run_folder, swap_in
-from replay.report import Report
+from replay.report import Report, failure_kinds, too_many_failed
 
 if TYPE_CHECKING:
     from teachers.pool import TeacherPool
+    from teachers.redact_state import StateRedactor
 
 STATES_FILE = "states.jsonl"
 REPORT_FILE = "report.json"
@@ -45,8 +45,10 @@ def dump_state(state: TraceState) -> bytes:
 
 
 def ingest_to_file(source: Path, out: Path, options: IngestOptions, console: Console | None = None,
+                   redactor: StateRedactor | None = None,
                    files: list[Path] | None = None) -> tuple[Report, IngestStats]:
-    """Read every state under `source` into `out/states.jsonl`; return the report so far."""
+    """Read every state under `source` into `out/states.jsonl`, each redacted by `redactor` (the one
+    redaction pass: teachers, outputs and the card all see these states); return the report so far."""
     console = console or Console(stderr=True)
     out.mkdir(parents=True, exist_ok=True)
     files = find_files(source) if files is None else files
@@ -58,11 +60,35 @@ def ingest_to_file(source: Path, out: Path, options: IngestOptions, console: Con
             bar.update(task, advance=1, info=f"{stats.states} states")
 
         for state in iter_states(source, options, stats, files=files, on_file=done):
-            handle.write(dump_state(state))
+            handle.write(dump_state(redactor(state) if redactor is not None else state))
     os.replace(tmp, target)
     report = Report()
     report.add_ingest(stats)
+    if redactor is not None:
+        report.redactions = dict(sorted(redactor.counts.items()))
+        report.extra["redaction"] = {"secrets": sum(redactor.counts.values()),
+                                     "states_token_ids_dropped": redactor.states_token_ids_dropped}
     return report, stats
+
+
+def redaction_key() -> bytes:
+    """The key of the placeholders' tags: `$REPLAY_REDACT_KEY`, else a random key kept in the user cache
+    dir (created once, mode 600). Stable, so a re-run redacts to the same text and hits the cache."""
+    if os.environ.get("REPLAY_REDACT_KEY"):
+        return os.environ["REPLAY_REDACT_KEY"].encode()
+    import platformdirs
+
+    path = Path(platformdirs.user_cache_dir("teacher-replay")) / "redact.key"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:  # another run made it first
+            pass
+        else:
+            with os.fdopen(fd, "w") as handle:
+                handle.write(os.urandom(32).hex())
+    return path.read_text().strip().encode()
 
 
 def load_states(path: Path) -> Iterator[TraceState]:
@@ -85,8 +111,12 @@ def run(config: RunConfig, console: Console | None = None) -> Report:
     console = console or Console(stderr=True)
     check_out(config.out, config.force)
     files = find_files(config.source)
-    if config.pool is not None and not config.dry_run:
-        check_credentials(config.pool.teachers)  # before ingesting: a run without keys would only fail
+    if config.pool is not None:
+        from teachers.registry import parse_pool
+
+        parse_pool(config.pool.teachers)  # a bad pool or endpoint is one line before any work
+        if not config.dry_run:
+            check_credentials(config.pool.teachers)  # before ingesting: a run without keys would only fail
     pool = build_pool(config.pool) if config.pool is not None else None  # a cache fault stops us here
     try:
         if pool is not None and pool.cache.notice:
@@ -102,7 +132,10 @@ def run(config: RunConfig, console: Console | None = None) -> Report:
 
 def _run_into(work: Path, config: RunConfig, pool: TeacherPool | None, console: Console,
               files: list[Path]) -> Report:
-    report, _ = ingest_to_file(config.source, work, config.ingest, console, files)
+    from teachers.redact_state import StateRedactor
+
+    redactor = StateRedactor(redaction_key()) if config.redact else None
+    report, _ = ingest_to_file(config.source, work, config.ingest, console, redactor, files)
     report.dry_run = config.dry_run
     write_json(work / CONFIG_FILE, config.model_dump(mode="json"))
     if pool is not None and config.dry_run:
@@ -118,29 +151,6 @@ def _run_into(work: Path, config: RunConfig, pool: TeacherPool | None, console: 
         export_pairs(config, work, rows, report)
     write_json(work / REPORT_FILE, report.model_dump())
     return report
-
-
-def too_many_failed(report: Report, max_failed: float) -> str | None:
-    """Why the run must not replace OUT's dataset: more than `max_failed` of the states put to
-    teachers failed. None when it may.
-
-    >>> r = Report(states=10, states_failed=2)
-    >>> too_many_failed(r, 0.1)
-    '2 of 10 states failed (20%, more than --max-failed 10%)'
-    >>> too_many_failed(r, 0.2) is None
-    True
-    """
-    asked = report.states - report.states_all_teachers_excluded
-    if not asked or report.states_failed <= max_failed * asked:
-        return None
-    text = (f"{report.states_failed} of {asked} states failed ({report.states_failed / asked:.0%}, more than "
-            f"--max-failed {max_failed:.0%})")
-    if report.states_budget_stopped:
-        text += (f", {report.states_budget_stopped} of them because --max-cost was reached (raise it, or "
-                 f"pass --max-failed 1 to write the partial dataset)")
-    if reasons := report.extra.get("failure_kinds"):
-        text += " — " + ", ".join(f"{kind}: {n}" for kind, n in list(reasons.items())[:4])
-    return text
 
 
 def check_credentials(teachers: str) -> None:
@@ -166,7 +176,9 @@ def build_pool(options: PoolOptions) -> TeacherPool:
     return TeacherPool(parse_pool(options.teachers), cache=ResponseCache(options.cache),
                        concurrency=options.concurrency, per_teacher=options.per_teacher,
                        timeout=options.timeout, samples=options.samples, max_cost=options.max_cost,
-                       redact=options.redact, allow_same_family=options.allow_same_family)
+                       allow_same_family=options.allow_same_family,
+                       max_response_bytes=options.max_response_bytes,
+                       redact_key=redaction_key() if options.redact else None)
 
 
 def estimate_run(pool: TeacherPool, states_path: Path) -> dict[str, dict[str, float]]:
@@ -194,7 +206,7 @@ def _ask(work: Path, config: RunConfig, pool: TeacherPool, report: Report, conso
     write_jsonl(work / PROPOSALS_FILE, proposals)
     _fill_report(report, pool, outcomes, judge)
     report.extra["loop_lag_ms"] = {**lag.summary(), "full_collections": quiet.catch_ups}
-    report.extra["failure_kinds"] = _failure_kinds(outcomes.ordered_proposals())
+    report.extra["failure_kinds"] = failure_kinds(outcomes.ordered_proposals())
     return outcomes.ordered_rows()
 
 
@@ -225,24 +237,24 @@ async def _replay(work: Path, config: RunConfig, pool: TeacherPool, report: Repo
     return outcomes, judge, lag
 
 
-def _failure_kinds(proposals: list[Proposal]) -> dict[str, int]:
-    """Failed and invalid calls by kind (`connection`, `timeout`, `invalid_tool_arguments`, ...)."""
-    kinds = Counter(p.error.split(":")[0] for p in proposals if p.action is None and p.error)
-    return dict(kinds.most_common())
-
-
 def _fill_report(report: Report, pool: TeacherPool, outcomes: Any, judge: Any) -> None:
+    from replay.decide import tier_counts
+
     pool_report = pool.stats.to_report()
     report.teacher_calls = pool_report["teacher_calls"]
     report.excluded_same_family = pool_report["excluded_same_family"]
-    report.redactions = pool_report["redactions"]
     report.tokens = pool_report["tokens"]
     report.cost_usd = pool_report["cost_usd"]
     report.extra["per_teacher"] = pool_report["per_teacher"]
     verdicts = outcomes.verdicts
     report.states_all_teachers_excluded = verdicts["all_teachers_excluded"]
     report.states_failed, report.states_budget_stopped = verdicts["failed"], outcomes.budget_stopped
-    report.consensus = {"reached": verdicts["agree"] + verdicts["pair"], "abstained": verdicts["abstained"]}
+    report.consensus = {"reached": verdicts["agree"] + verdicts["pair"], "abstained": verdicts["abstained"],
+                        **tier_counts(outcomes.tiers, outcomes.agree_tiers)}
+    if outcomes.invalid:  # screened out against the state's tools: no vote, never chosen
+        screened = sum(outcomes.invalid.values())
+        report.teacher_calls["invalid"] = report.teacher_calls.get("invalid", 0) + screened
+        report.extra["invalid_proposals"] = dict(sorted(outcomes.invalid.items()))
     report.agree, report.pairs = verdicts["agree"], verdicts["pair"]
     report.extra["early_stop"] = {"calls_saved": outcomes.calls_saved,
                                   "usd_saved": round(outcomes.usd_saved, 6)}
@@ -269,15 +281,21 @@ def export_pairs(config: RunConfig, out: Path, rows: list[dict[str, Any]], repor
 
 
 def _card_info(config: RunConfig, rows: list[dict[str, Any]], report: Report) -> dict[str, Any]:
+    from replay.pairs import confidence
+
     teachers = sorted(report.extra.get("per_teacher", {}))
     return {
         "pairs": len(rows), "sources": [str(config.source)],
         "student_models": sorted({r["student_model"] for r in rows if r.get("student_model")}),
         "teachers": teachers, "excluded_teachers": report.excluded_same_family,
         "method": config.consensus.method, "min_agreement": config.consensus.min_agreement,
+        "match": config.consensus.match, "confidence": confidence(rows),
         "counts": {"states": report.states, "all_teachers_excluded": report.states_all_teachers_excluded,
                    "failed": report.states_failed, "abstained": report.consensus["abstained"],
-                   "agree": report.agree, "pairs": report.pairs,
-                   "preflight_dropped": report.preflight_dropped},
+                   "agree": report.agree,
+                   "pairs": report.pairs, "preflight_dropped": report.preflight_dropped},
         "cost_usd": report.cost_usd, "command": config.command,
+        "redaction": (f"on: {sum(report.redactions.values())} secrets replaced by [REDACTED:<rule>:<tag>] "
+                      "in prompts, answers and every file (gitleaks rules + configs/redact.toml)"
+                      if config.redact else "OFF (--no-redact): prompts hold the sessions' raw text"),
     }

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from pydantic import BaseModel, Field
 
+from ingestion.schema import Proposal
 from ingestion.stats import IngestStats
 
 
@@ -48,3 +50,36 @@ class Report(BaseModel):
                      "skipped_records", "skipped_traces", "skipped_turns", "budget"):
             setattr(self, name, dict(sorted(getattr(stats, name).items())))
         self.problems = list(stats.problems)
+
+
+def too_many_failed(report: Report, max_failed: float) -> str | None:
+    """Why the run must not replace OUT's dataset: more than `max_failed` of the states put to
+    teachers failed. None when it may.
+
+    >>> r = Report(states=10, states_failed=2)
+    >>> too_many_failed(r, 0.1)
+    '2 of 10 states failed (20%, more than --max-failed 10%)'
+    >>> too_many_failed(r, 0.2) is None
+    True
+    """
+    asked = report.states - report.states_all_teachers_excluded
+    if not asked or report.states_failed <= max_failed * asked:
+        return None
+    text = (f"{report.states_failed} of {asked} states failed ({report.states_failed / asked:.0%}, more than "
+            f"--max-failed {max_failed:.0%})")
+    if report.states_budget_stopped:
+        text += (f", {report.states_budget_stopped} of them because --max-cost was reached (raise it, or "
+                 f"pass --max-failed 1 to write the partial dataset)")
+    if reasons := report.extra.get("failure_kinds"):
+        text += " — " + ", ".join(f"{kind}: {n}" for kind, n in list(reasons.items())[:4])
+    return text
+
+
+def failure_kinds(proposals: list[Proposal]) -> dict[str, int]:
+    """Proposals without an action, by kind (`connection`, `timeout`, `invalid_tool_arguments`, ...).
+
+    >>> failure_kinds([Proposal(state_id="s", teacher="a", model="m", error="timeout: slow")])
+    {'timeout': 1}
+    """
+    kinds = Counter(p.error.split(":")[0] for p in proposals if p.action is None and p.error)
+    return dict(kinds.most_common())

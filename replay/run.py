@@ -97,7 +97,10 @@ def _teacher_flags(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--allow-same-family", action="store_true",
                        help="let teachers of the student's own family vote (off: they are excluded)")
     group.add_argument("--no-redact", action="store_true",
-                       help="send sessions as they are (default: secrets are redacted first)")
+                       help="keep the sessions' raw text in requests and every output (default: secrets "
+                            "are redacted once, right after ingestion; the dataset card says which)")
+    group.add_argument("--max-response-mb", type=positive_float, default=10.0, metavar="MB",
+                       help="a teacher answer larger than this is a counted failure, never read whole (10)")
 
 
 def _consensus_flags(group: argparse._ArgumentGroup) -> None:
@@ -106,6 +109,10 @@ def _consensus_flags(group: argparse._ArgumentGroup) -> None:
                             "of the largest near-equal group; judge: an LLM picks, blind")
     group.add_argument("--min-agreement", type=fraction(upper_open=True), default=0.5, metavar="F",
                        help="the winning group must hold more than this share of the voters (0.5)")
+    group.add_argument("--match", choices=["exact", "intent"], default="intent",
+                       help="the loosest tier two actions may agree at: intent (default) votes on exact "
+                            "canonical forms first, then on intent keys (cat a.py = Read a.py); exact "
+                            "stops after the first tier. The student agrees at the same tiers")
     group.add_argument("--judge", metavar="MODEL", help="the judge for --consensus judge (alias or model)")
     group.add_argument("--early-stop", action="store_true",
                        help="ask teachers one at a time, cheapest first, and stop once the rest cannot "
@@ -119,6 +126,9 @@ def _export_flags(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--max-length", type=at_least(1), default=None, metavar="N",
                        help="with --preflight-tokenizer: drop pairs longer than N tokens")
     group.add_argument("--push-to-hub", metavar="REPO", help="also push the dataset to the Hugging Face Hub")
+    group.add_argument("--view", action="store_true",
+                       help="also write OUT/view/: static HTML pages of the states, answers and pairs "
+                            "(the same as python -m replay.view OUT)")
 
 
 def config_from_args(args: argparse.Namespace, argv: list[str]) -> RunConfig:
@@ -130,15 +140,16 @@ def config_from_args(args: argparse.Namespace, argv: list[str]) -> RunConfig:
         pool = PoolOptions(teachers=args.teachers, cache=args.cache, concurrency=args.concurrency,
                            per_teacher=args.per_teacher, samples=args.samples, timeout=args.timeout,
                            max_cost=args.max_cost, allow_same_family=args.allow_same_family,
-                           redact=not args.no_redact)
+                           redact=not args.no_redact,
+                           max_response_bytes=int(args.max_response_mb * 1_000_000))
     return RunConfig(
-        source=args.source, out=args.out, dry_run=args.dry_run, pool=pool, force=args.force,
-        max_failed=args.max_failed,
+        source=args.source, out=args.out, dry_run=args.dry_run, pool=pool, redact=not args.no_redact,
+        force=args.force, max_failed=args.max_failed,
         ingest=IngestOptions(include_subagents=args.include_subagents, max_states=args.max_states,
                              max_message_chars=args.max_message_chars,
                              max_prompt_tokens=args.max_prompt_tokens),
         consensus=ConsensusOptions(method=args.consensus, min_agreement=args.min_agreement,
-                                   judge=args.judge, early_stop=args.early_stop),
+                                   judge=args.judge, early_stop=args.early_stop, match=args.match),
         export=ExportOptions(preflight_tokenizer=args.preflight_tokenizer, max_length=args.max_length,
                              push_to_hub=args.push_to_hub),
         command=shlex.join(["python", "-m", "replay.run", *argv]))
@@ -172,13 +183,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"interrupted ({name}): every answer received is in the cache and {args.out} is as it was; "
               f"run the same command again to go on", file=sys.stderr)
         return code
-    except (CacheError, RunFailed) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
     except ReplayError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+        from teachers.scrub import scrub
+
+        print(f"error: {scrub(str(error))}", file=sys.stderr)
+        return 1 if isinstance(error, CacheError | RunFailed) else 2
     print_summary(report, str(args.out))
+    if args.view:
+        from replay.view.cli import main as view_main
+
+        return view_main([str(args.out)])
     return 0
 
 

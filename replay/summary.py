@@ -22,6 +22,8 @@ def print_summary(report: Report, out: str, console: Console | None = None) -> N
                  ("all teachers excluded", report.states_all_teachers_excluded),
                  ("failed (no usable answer)", report.states_failed),
                  ("abstained", report.consensus.get("abstained", 0)),
+                 ("consensus exact / intent tier",
+                  f"{report.consensus.get('exact', 0)} / {report.consensus.get('intent', 0)}"),
                  ("agree", report.agree), ("pairs", report.pairs),
                  ("cost (USD)", f"{report.cost_usd:.4f}")]
         if report.states_budget_stopped:

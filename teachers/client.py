@@ -21,12 +21,21 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 from tenacity.wait import wait_random_exponential
 
 from ingestion.schema import Action, ToolCall
+from teachers.http import MAX_RESPONSE_BYTES, install_sdk_client, is_too_large, sync_handler_client
 from teachers.llm import load_litellm
 from teachers.registry import TeacherSpec
+from teachers.scrub import install_log_scrubbing, scrub
 
 _THINK = re.compile(r"<think>(.*?)(?:</think>|$)", re.S)
 _OWN_ARGUMENTS = frozenset({"model", "messages", "tools", "timeout", "num_retries", "max_retries", "stream",
-                            "api_base", "api_key"})
+                            "api_base", "api_key", "client"})
+# Providers litellm serves with its own AsyncHTTPHandler, which take one as `client=`: for the
+# OpenAI-format ones, tried against a loopback server (the others fail on a handler client); for the
+# rest, typed so in litellm's dispatch (main.py `_dispatch_client_http`). Every other provider goes
+# through the OpenAI SDK, which uses `litellm.aclient_session`. Both are capped (teachers.http).
+_HANDLER_PROVIDERS = frozenset({"anthropic", "gemini", "vertex_ai", "vertex_ai_beta", "deepseek",
+                                "openrouter", "xai", "mistral", "together_ai", "fireworks_ai", "hosted_vllm",
+                                "azure_ai", "cometapi", "edenai"})
 _CONNECTION = re.compile(r"connection error|connection refused|cannot connect", re.I)
 # A 429 that means "out of credit", not "slow down": waiting will not fix it.
 _NO_QUOTA = re.compile(r"insufficient_quota|exceeded your current quota|billing", re.I)
@@ -95,6 +104,8 @@ def is_retryable(error: BaseException) -> bool:
 
     if isinstance(error, MalformedAnswer):
         return True
+    if is_too_large(error):
+        return False  # the same answer again would be as large
     status = getattr(error, "status_code", None)
     if isinstance(error, openai.APIConnectionError | TimeoutError | ConnectionError):
         return True  # litellm's Timeout and APIConnectionError land here
@@ -112,6 +123,8 @@ def error_kind(error: BaseException) -> str:
     if isinstance(error, MalformedAnswer):
         return error.reason
     litellm = load_litellm()
+    if is_too_large(error):
+        return "response_too_large"
     status = getattr(error, "status_code", None)
     if isinstance(error, litellm.Timeout | TimeoutError) or status == 408:
         return "timeout"
@@ -124,6 +137,17 @@ def error_kind(error: BaseException) -> str:
     if status in kinds:
         return kinds[status]
     return "server_error" if isinstance(status, int) and status >= 500 else "error"
+
+
+def describe_error(error: BaseException, spec: TeacherSpec) -> str:
+    """`kind: first line of the message`, scrubbed of every key (teachers.scrub), at most 300 characters:
+    what `Proposal.error` holds.
+
+    >>> describe_error(TimeoutError("slow"), TeacherSpec(name="a", model="openai/m"))
+    'timeout: slow'
+    """
+    text = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    return f"{error_kind(error)}: {scrub(text, spec)[:300]}"
 
 
 def _wait(policy: RetryPolicy) -> Any:
@@ -170,18 +194,36 @@ def missing_keys(spec: TeacherSpec) -> list[str]:
     return missing
 
 
+def _http_client(litellm: Any, spec: TeacherSpec) -> Any:
+    """The capped client for this teacher's provider (teachers.http), passed the way litellm takes it."""
+    install_sdk_client(litellm)  # providers served through the OpenAI SDK
+    try:
+        provider = litellm.get_llm_provider(spec.model, api_base=spec.api_base)[1]
+    except Exception:  # litellm raises its BadRequestError for an unknown provider
+        return None
+    return sync_handler_client() if provider in _HANDLER_PROVIDERS else None
+
+
 async def complete(spec: TeacherSpec, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *,
-                   timeout: float, policy: RetryPolicy, on_retry: Any = None, accept: Any = None) -> Any:
+                   timeout: float, policy: RetryPolicy, on_retry: Any = None, accept: Any = None,
+                   max_response_bytes: int = 10_000_000) -> Any:
     """The chat.completion body (a plain dict) for one call, or what `accept(body)` returns; raises the
     last error when all attempts fail. `accept` may raise `MalformedAnswer` to have the call asked again.
+    An answer over `max_response_bytes` raises (teachers.http.ResponseTooLarge, wrapped) unread.
 
-    Each attempt runs whole on a worker thread (litellm's sync `completion`: request building,
-    HTTP, parsing, then `accept`), so the event loop never stalls on a large prompt and an answer
-    is handled the moment it arrives, whatever the loop is doing. Waits between attempts are async.
+    Each attempt runs whole on a worker thread (`teachers.workers`), through litellm's sync
+    `completion`: request building (the OpenAI SDK walks every message of a large prompt), the HTTP
+    call, the parse, then `accept`. So the run's event loop never stalls on a large prompt, and an
+    answer is handled (stored) the moment it arrives, whatever that loop is doing. Waits between
+    attempts are async. (Not `acompletion` on per-thread loops: litellm's logging worker is bound to one
+    event loop and would be rebound, its tasks dropped, at every call.)
     """
     from teachers.workers import blocking
 
     litellm = load_litellm()
+    # litellm logs failed calls with the provider's message, which may echo the key sent.
+    install_log_scrubbing("LiteLLM", "LiteLLM Router", "LiteLLM Proxy")
+    client = _http_client(litellm, spec)
     # The call's own arguments win: a `timeout` or `num_retries` in params would be a TypeError.
     kwargs: dict[str, Any] = {k: v for k, v in spec.params.items() if k not in _OWN_ARGUMENTS}
     if tools:
@@ -191,8 +233,11 @@ async def complete(spec: TeacherSpec, messages: list[dict[str, Any]], tools: lis
     key = api_key_for(spec)
     if key is not None:
         kwargs["api_key"] = key
+    if client is not None:
+        kwargs["client"] = client
 
     def attempt() -> Any:
+        MAX_RESPONSE_BYTES.set(max_response_bytes)  # this worker thread's calls
         response = litellm.completion(model=spec.model, messages=messages, timeout=timeout,
                                       num_retries=0, max_retries=0, **kwargs)
         body = response.model_dump(mode="json", exclude_none=True)

@@ -24,9 +24,9 @@ import orjson
 
 from ingestion.schema import Action, Proposal, TraceState
 from teachers.cache import CacheEntry, CacheError, ResponseCache, cache_key
-from teachers.client import MalformedAnswer, RetryPolicy, complete, error_kind, parse_action
+from teachers.client import MalformedAnswer, RetryPolicy, complete, describe_error, parse_action
 from teachers.cost import Estimate, call_cost, estimate, usage
-from teachers.redact import redact_text
+from teachers.redact_state import redact_action
 from teachers.registry import TeacherSpec, split_by_family
 from teachers.request import build_request
 from teachers.stats import PoolStats, TeacherStats
@@ -48,14 +48,19 @@ class TeacherPool:
 
     def __init__(self, teachers: Sequence[TeacherSpec], *, cache: ResponseCache | None = None,
                  concurrency: int = 16, per_teacher: int = 8, timeout: float = 120.0, samples: int = 1,
-                 max_cost: float | None = None, redact: bool = True, allow_same_family: bool = False,
+                 max_cost: float | None = None, allow_same_family: bool = False,
                  retry: RetryPolicy | None = None, prompt_version: str = PROMPT_VERSION,
-                 expected_completion_tokens: int = 400) -> None:
+                 expected_completion_tokens: int = 400, max_response_bytes: int = 10_000_000,
+                 redact_key: bytes | None = None) -> None:
         self.teachers = list(teachers)
         self.cache = cache if cache is not None else ResponseCache()
         self.concurrency, self.per_teacher = max(concurrency, 1), max(per_teacher, 1)
         self.timeout, self.samples, self.max_cost = timeout, max(samples, 1), max_cost
-        self.redact, self.allow_same_family = redact, allow_same_family
+        self.allow_same_family = allow_same_family
+        self.max_response_bytes = max_response_bytes
+        # Answers are redacted like the states they answer (None: --no-redact), so no output holds a
+        # secret-shaped string a teacher wrote either.
+        self.redact_key = redact_key
         self.retry = retry or RetryPolicy()
         self.prompt_version = prompt_version
         self.expected_completion_tokens = expected_completion_tokens
@@ -63,7 +68,6 @@ class TeacherPool:
         self._requests: OrderedDict[str, tuple[TraceState, list[dict[str, Any]], list[dict[str, Any]]]] = \
             OrderedDict()
         self._memo_lock = threading.Lock()  # requests are built on worker threads
-        self._redaction_counted: set[str] = set()
         self._building: dict[str, tuple[TraceState, asyncio.Future]] = {}
         self._asking: dict[str, asyncio.Future] = {}  # cache key -> this process's call in flight
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -77,18 +81,16 @@ class TeacherPool:
         return split_by_family(self.teachers, state.student_model, self.allow_same_family)
 
     def request(self, state: TraceState) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        """The (messages, tools) every teacher receives for this state: redacted, in wire form.
-        Thread-safe; the async side builds each state once (`_request`)."""
+        """The (messages, tools) every teacher receives for this state, in wire form. States come
+        redacted (`teachers.redact_state`, run once per state by `replay.pipeline`); the pool sends them
+        as they are. Thread-safe; the async side builds each state once (`_request`)."""
         with self._memo_lock:
             memo = self._requests.get(state.state_id)
             if memo is not None and memo[0] is state:
                 self._requests.move_to_end(state.state_id)
                 return memo[1], memo[2]
-        messages, tools, redactions = build_request(state, redact=self.redact)
+        messages, tools = build_request(state)
         with self._memo_lock:
-            if state.state_id not in self._redaction_counted:  # once per state, not per teacher x sample
-                self._redaction_counted.add(state.state_id)
-                self.stats.redactions.update(redactions)
             self._requests[state.state_id] = (state, messages, tools)
             if len(self._requests) > _REQUEST_MEMO:
                 self._requests.popitem(last=False)
@@ -129,7 +131,7 @@ class TeacherPool:
             if (entry := await blocking(self.cache.get, key)) is not None:
                 counts.cached += 1
                 counts.waited += waited
-                return self._proposal(base, entry, cached=True)
+                return self._redacted(self._proposal(base, entry, cached=True))
             if (other := self._asking.get(key)) is not None:  # the same call, asked by this run
                 await asyncio.wait([other])
                 waited = True
@@ -160,7 +162,8 @@ class TeacherPool:
             try:
                 entry = await complete(teacher, messages, tools, timeout=self.timeout, policy=self.retry,
                                        on_retry=lambda error: self._retried(error, counts),
-                                       accept=lambda body: self._accept(teacher, key, base["sample"], body))
+                                       accept=lambda body: self._accept(teacher, key, base["sample"], body),
+                                       max_response_bytes=self.max_response_bytes)
             except CacheError:
                 raise
             except Exception as error:  # one teacher failing never fails a run
@@ -172,9 +175,9 @@ class TeacherPool:
                                     completion_tokens=error.entry.completion_tokens,
                                     cost_usd=error.entry.cost_usd)
                 counts.failed += 1
-                return Proposal(**base, error=_describe(error, teacher))
+                return Proposal(**base, error=describe_error(error, teacher))
         self._paid(entry, counts)
-        return self._proposal(base, entry, cached=False)
+        return self._redacted(self._proposal(base, entry, cached=False))
 
     async def _request(self, state: TraceState) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """`request(state)` built once on a worker thread, however many teachers x samples ask."""
@@ -238,6 +241,11 @@ class TeacherPool:
     def _over_budget(self) -> bool:
         return self.max_cost is not None and self.stats.cost_usd >= self.max_cost
 
+    def _redacted(self, proposal: Proposal) -> Proposal:
+        if self.redact_key is None or proposal.action is None:
+            return proposal
+        return proposal.model_copy(update={"action": redact_action(proposal.action, self.redact_key)[0]})
+
     @staticmethod
     def _entry(teacher: TeacherSpec, body: dict[str, Any], sample: int) -> CacheEntry:
         choices = body.get("choices") or [{}]
@@ -255,11 +263,3 @@ class TeacherPool:
         return Proposal(**base, action=action, error=entry.error, cached=cached,
                         prompt_tokens=entry.prompt_tokens, completion_tokens=entry.completion_tokens,
                         cost_usd=entry.cost_usd)
-
-
-def _describe(error: BaseException, teacher: TeacherSpec) -> str:
-    """`kind: first line of the message`, with the teacher's key and any other secret scrubbed."""
-    text = (str(error).strip().splitlines() or [type(error).__name__])[0]
-    if teacher.api_key is not None and teacher.api_key.get_secret_value():
-        text = text.replace(teacher.api_key.get_secret_value(), "[REDACTED:api_key]")
-    return f"{error_kind(error)}: {redact_text(text)[0][:300]}"

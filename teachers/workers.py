@@ -77,8 +77,6 @@ class DaemonExecutor(Executor):
 
 
 _EXECUTOR = DaemonExecutor()
-
-
 async def blocking(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """`fn(*args, **kwargs)` on a worker thread, awaited without blocking the event loop.
 
