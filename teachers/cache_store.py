@@ -159,6 +159,7 @@ class Writer:
         self._queue: queue.SimpleQueue[tuple[Callable[[sqlite3.Connection], Any], Future] | None] = \
             queue.SimpleQueue()
         self._broken: CacheError | None = None
+        self._stopped = False
         self._thread = threading.Thread(target=self._serve, name="cache-writer", daemon=True)
         self._thread.start()
 
@@ -166,11 +167,14 @@ class Writer:
         """Run `operation(db)` in the writer's next transaction; returns its result once committed."""
         if self._broken is not None:
             raise self._broken
+        if self._stopped:  # a call answered after the run was stopped (Ctrl-C): nothing to write to
+            raise CacheError(f"cache {self._path} is closed")
         future: Future = Future()
         self._queue.put((operation, future))
         return future.result()
 
     def stop(self) -> None:
+        self._stopped = True
         if self._thread.is_alive():
             self._queue.put(None)
             self._thread.join()
