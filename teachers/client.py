@@ -155,8 +155,10 @@ def missing_keys(spec: TeacherSpec) -> list[str]:
 
 
 async def complete(spec: TeacherSpec, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *,
-                   timeout: float, policy: RetryPolicy, on_retry: Any = None) -> dict[str, Any]:
-    """The chat.completion body (a plain dict) for one call; raises the last error when all attempts fail."""
+                   timeout: float, policy: RetryPolicy, on_retry: Any = None,
+                   options: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The chat.completion body (a plain dict) for one call; raises the last error when all attempts fail.
+    `options`: per-call litellm options that do not change the answer (prompt-cache hints)."""
     litellm = load_litellm()
     # The call's own arguments win: a `timeout` or `num_retries` in params would be a TypeError.
     kwargs: dict[str, Any] = {k: v for k, v in spec.params.items() if k not in _OWN_ARGUMENTS}
@@ -164,6 +166,7 @@ async def complete(spec: TeacherSpec, messages: list[dict[str, Any]], tools: lis
         kwargs["tools"] = tools
     if spec.api_base:
         kwargs["api_base"] = spec.api_base
+    kwargs.update({k: v for k, v in (options or {}).items() if k not in _OWN_ARGUMENTS})
     key = api_key_for(spec)
     if key is not None:
         kwargs["api_key"] = key

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import Any
 
-from pydantic import ConfigDict, Field, SecretStr, model_validator
+from pydantic import ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from configs import config_path
 from ingestion.schema import ReplayError, StrictModel
@@ -22,6 +22,8 @@ SECRET_PARAM = re.compile(r"(?i)api_?key|secret|password|credential|authorizatio
                           r"|(?:^|_)token$|^aws_")
 # Call options that change how a request travels, not what the model answers.
 _TRANSPORT_PARAMS = frozenset({"api_base", "base_url", "timeout", "num_retries", "max_retries", "stream"})
+# `#price=` ends any pool entry: a fragment is never part of a model name, nor sent with a URL.
+_PRICE_SUFFIX = re.compile(r"#price=(?P<price>[^#\s]+)$")
 _ENDPOINT = re.compile(r"^(?P<name>[^=\s]+)=(?P<model>[^@\s]+(?:@(?!https?://)[^@\s]+)?)"
                        r"(?:@(?P<url>https?://\S+))?$")
 
@@ -37,6 +39,49 @@ def safe_params(params: dict[str, Any]) -> dict[str, Any]:
 
 class TeacherConfigError(ReplayError):
     """A `--teachers` entry that names no known alias nor a plausible litellm model."""
+
+
+class Price(StrictModel):
+    """What a teacher's calls cost: exactly what a litellm-priced model costs (`as_model`, with its
+    cached, cache-write and batch rates), or USD per million tokens. Endpoints with their own base URL
+    are priced only by one of these; a name like `openai/gpt-5@http://host` is not a price.
+
+    >>> Price.parse("gpt-5"), Price.parse("1.25/10/0.125")
+    (Price(as_model='gpt-5', input=None, output=None, cached_input=None, cache_write=None), \
+Price(as_model=None, input=1.25, output=10.0, cached_input=0.125, cache_write=None))
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    as_model: str | None = None
+    input: float | None = None         # USD per million prompt tokens
+    output: float | None = None        # USD per million completion tokens
+    cached_input: float | None = None  # prompt tokens read from the provider's cache (default: input)
+    cache_write: float | None = None   # prompt tokens written to it (default: input)
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Price:
+        numbers = (self.input, self.output, self.cached_input, self.cache_write)
+        if (self.as_model is None) == all(n is None for n in numbers) or (
+                self.as_model is None and (self.input is None or self.output is None)):
+            raise ValueError("a price is a model name (as_model) or input and output USD per 1M tokens")
+        if any(n is not None and n < 0 for n in numbers):
+            raise ValueError("a price cannot be negative")
+        return self
+
+    @classmethod
+    def parse(cls, text: str) -> Price:
+        """`gpt-5` (priced as that model) or `INPUT/OUTPUT[/CACHED_INPUT[/CACHE_WRITE]]` USD per 1M tokens
+        (`0/0` for a free endpoint)."""
+        try:
+            numbers = [float(p) for p in text.split("/")]
+        except ValueError:
+            return cls(as_model=text)
+        if numbers == [0.0]:
+            return cls(input=0.0, output=0.0)
+        if not 2 <= len(numbers) <= 4:
+            raise ValueError(f"price {text!r}: INPUT/OUTPUT[/CACHED_INPUT[/CACHE_WRITE]] USD per 1M tokens")
+        return cls(**dict(zip(("input", "output", "cached_input", "cache_write"), numbers, strict=False)))
 
 
 class TeacherSpec(StrictModel):
@@ -57,6 +102,12 @@ class TeacherSpec(StrictModel):
     params: dict[str, Any] = Field(default_factory=dict)
     api_base: str | None = None
     api_key: SecretStr | None = None
+    price: Price | None = None
+
+    @field_validator("price", mode="before")
+    @classmethod
+    def _price_text(cls, value: Any) -> Any:
+        return Price.parse(value) if isinstance(value, str) else value
 
     @model_validator(mode="before")
     @classmethod
@@ -79,6 +130,7 @@ class _Alias(StrictModel):
     family: str | None = None
     params: dict[str, Any] = Field(default_factory=dict)
     api_base: str | None = None
+    price: str | Price | None = None
 
 
 class _Registry(StrictModel):
@@ -154,12 +206,32 @@ def _is_litellm_model(model: str) -> bool:
     return True
 
 
+def _is_priced_model(model: str) -> bool:
+    from teachers.llm import load_litellm
+
+    try:
+        info = load_litellm().get_model_info(model)
+    except Exception:  # litellm raises for names its cost map lacks
+        return False
+    return bool(info.get("input_cost_per_token") or info.get("output_cost_per_token"))
+
+
 def _spec(entry: str) -> TeacherSpec:
+    priced = _PRICE_SUFFIX.search(entry)
+    if priced:
+        try:
+            price = Price.parse(priced["price"])
+        except ValueError as error:
+            raise TeacherConfigError(f"teacher {entry!r}: {error}") from None
+        if price.as_model and not _is_priced_model(price.as_model):
+            raise TeacherConfigError(f"teacher {entry!r}: litellm's cost map has no price for "
+                                     f"{price.as_model!r}; give USD per 1M tokens (INPUT/OUTPUT) instead")
+        return _spec(entry[:priced.start()]).model_copy(update={"price": price})
     registry = _registry()
     if entry in registry.aliases:
         alias = registry.aliases[entry]
         return TeacherSpec(name=entry, model=alias.model, family=alias.family or infer_family(alias.model),
-                           params=alias.params, api_base=alias.api_base)
+                           params=alias.params, api_base=alias.api_base, price=alias.price)
     endpoint = _ENDPOINT.match(entry) if "=" in entry else None
     if endpoint:
         model = endpoint["model"]
@@ -176,7 +248,8 @@ def _spec(entry: str) -> TeacherSpec:
 
 
 def parse_pool(text: str | Iterable[str]) -> list[TeacherSpec]:
-    """Pool entries from `--teachers`: aliases, litellm strings, or `name=<model>@<base url>`.
+    """Pool entries from `--teachers`: aliases, litellm strings, or `name=<model>@<base url>`; any of
+    them may end in `#price=<model>` or `#price=INPUT/OUTPUT[/CACHED_INPUT[/CACHE_WRITE]]` (USD per 1M).
 
     >>> [(t.name, t.model, t.family) for t in parse_pool("deepseek,a=openai/m@http://127.0.0.1:8000/v1")]
     [('deepseek', 'deepseek/deepseek-chat', 'deepseek'), ('a', 'openai/m', None)]
