@@ -82,8 +82,11 @@ def run(config: RunConfig, console: Console | None = None) -> Report:
     if config.pool is not None:
         pool = build_pool(config.pool)
         try:
+            report.extra["unpriced"] = pool.unpriced()
             if config.dry_run:
                 report.extra["estimate"] = estimate_run(pool, config.out / STATES_FILE)
+                report.extra["estimate_model"] = ESTIMATE_MODEL.format(
+                    completion=pool.expected_completion_tokens)
             else:
                 asyncio.run(_replay(config, pool, report, console))
         finally:
@@ -115,16 +118,24 @@ def build_pool(options: PoolOptions) -> TeacherPool:
                        redact=options.redact, allow_same_family=options.allow_same_family)
 
 
+ESTIMATE_MODEL = ("prompt cache modelled per trace: a trace's first state at full price, then the prefix "
+                  "each state shares with the previous one at the cached price where the provider caches "
+                  "(teachers/prompt_cache.py); {completion} completion tokens assumed per call")
+
+
 def estimate_run(pool: TeacherPool, states_path: Path) -> dict[str, dict[str, float]]:
-    """--dry-run with teachers: tokens and USD each teacher would cost; calls nothing."""
+    """--dry-run with teachers: tokens and USD each teacher would cost; calls nothing. States are read
+    in file order, which is each trace's turn order: the prompt cache is modelled per trace."""
     totals: dict[str, dict[str, float]] = {}
     for state in load_states(states_path):
         for est in pool.estimate(state):
             row = totals.setdefault(est.teacher, {"calls": 0, "cached": 0, "prompt_tokens": 0,
-                                                  "completion_tokens": 0, "cost_usd": 0.0})
+                                                  "cached_prompt_tokens": 0, "completion_tokens": 0,
+                                                  "cost_usd": 0.0})
             row["calls"] += est.calls
             row["cached"] += est.cached
             row["prompt_tokens"] += est.prompt_tokens * est.calls
+            row["cached_prompt_tokens"] += est.cached_prompt_tokens * est.calls
             row["completion_tokens"] += est.completion_tokens * est.calls
             row["cost_usd"] += est.cost_usd
     return totals
@@ -162,6 +173,11 @@ def _fill_report(report: Report, pool: TeacherPool, outcomes: Any, judge: Any) -
     report.tokens = pool_report["tokens"]
     report.cost_usd = pool_report["cost_usd"]
     report.extra["per_teacher"] = pool_report["per_teacher"]
+    prompt = report.tokens["prompt"]
+    share = report.tokens["cached_prompt"] / prompt if prompt else 0.0
+    report.extra["prompt_cache"] = {"hit_share": round(share, 4)}
+    report.extra["spend"] = {"max_cost": pool.spend.cap,
+                             "largest_call_usd": round(pool.spend.largest_call, 6)}
     verdicts = outcomes.verdicts
     report.states_all_teachers_excluded = verdicts["all_teachers_excluded"]
     report.consensus = {"reached": verdicts["agree"] + verdicts["pair"], "abstained": verdicts["abstained"]}
@@ -200,5 +216,5 @@ def _card_info(config: RunConfig, rows: list[dict[str, Any]], report: Report) ->
         "counts": {"states": report.states, "all_teachers_excluded": report.states_all_teachers_excluded,
                    "abstained": report.consensus["abstained"], "agree": report.agree,
                    "pairs": report.pairs, "preflight_dropped": report.preflight_dropped},
-        "cost_usd": report.cost_usd, "command": config.command,
+        "cost_usd": report.cost_usd, "unpriced": report.extra.get("unpriced", {}), "command": config.command,
     }

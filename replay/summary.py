@@ -22,11 +22,28 @@ def print_summary(report: Report, out: str, console: Console | None = None) -> N
                  ("all teachers excluded", report.states_all_teachers_excluded),
                  ("abstained", report.consensus.get("abstained", 0)),
                  ("agree", report.agree), ("pairs", report.pairs),
-                 ("cost (USD)", f"{report.cost_usd:.4f}")]
+                 ("cost (USD)", f"{report.cost_usd:.4f}"), ("prompt cache", _cache_line(report))]
     for teacher, est in sorted(report.extra.get("estimate", {}).items()):
         tokens = f"{est['prompt_tokens']:,}"
-        rows.append((f"estimate {teacher}", f"{est['calls']} calls · {tokens} prompt tokens · "
-                                            f"${est['cost_usd']:.2f}"))
+        cached = est.get("cached_prompt_tokens", 0) / est["prompt_tokens"] if est["prompt_tokens"] else 0.0
+        rows.append((f"estimate {teacher}", f"{est['calls']} calls · {tokens} prompt tokens "
+                                            f"({cached:.0%} cached) · ${est['cost_usd']:.2f}"))
+    if report.extra.get("estimate"):
+        total = sum(est["cost_usd"] for est in report.extra["estimate"].values())
+        rows.append(("estimate (USD)", f"${total:.2f}, prompt cache modelled per trace"))
+    unpriced = sorted(report.extra.get("unpriced", {}).items())
+    rows += [(f"unpriced {teacher}", reason) for teacher, reason in unpriced]
     for name, value in rows:
         table.add_row(name, str(value))
     console.print(table)
+
+
+def _cache_line(report: Report) -> str:
+    """How much of the prompt tokens paid for the providers served from their prompt caches.
+
+    >>> print(_cache_line(Report(tokens={"prompt": 1000, "completion": 5, "cached_prompt": 870})))
+    87% of 1,000 prompt tokens read from the providers' caches
+    """
+    prompt, cached = report.tokens.get("prompt", 0), report.tokens.get("cached_prompt", 0)
+    share = cached / prompt if prompt else 0.0
+    return f"{share:.0%} of {prompt:,} prompt tokens read from the providers' caches"
