@@ -15,7 +15,9 @@ The rules follow the providers' documentation, not our own model of them (teache
   not cached; 5-minute TTL refreshed on use. `usage.cache_read_input_tokens`,
   `cache_creation_input_tokens`, `input_tokens` (only the tokens after the last breakpoint).
 
-Tokens are tiktoken's o200k_base counts of each block's canonical JSON; prefixes match block by block.
+Tokens are tiktoken's o200k_base counts of each block's text as a chat template renders it (content,
+tool-call names and arguments, tool schemas as JSON, a few tokens of framing per message, as OpenAI's
+cookbook counts them); prefixes match block by block.
 """
 
 from __future__ import annotations
@@ -57,10 +59,11 @@ class PromptCache:
     _sizes: dict[bytes, int] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def _tokens(self, text: bytes) -> int:
+    def _tokens(self, text: bytes, part: Any) -> int:
         key = hashlib.blake2b(text, digest_size=16).digest()
         if key not in self._sizes:
-            self._sizes[key] = len(_encoder().encode(text.decode("utf-8"), disallowed_special=()))
+            self._sizes[key] = len(_encoder().encode(_rendered(part), disallowed_special=())) + (
+                3 if isinstance(part, dict) else 0)
         return self._sizes[key]
 
     def blocks(self, body: dict[str, Any]) -> list[Block]:
@@ -86,7 +89,7 @@ class PromptCache:
                 part = {k: v for k, v in part.items() if k != "cache_control"}
             text = json.dumps(part, sort_keys=True, ensure_ascii=False).encode()
             digest = hashlib.blake2b(digest + text, digest_size=16).digest()
-            total += self._tokens(text) if part else 0
+            total += self._tokens(text, part) if part else 0
             out.append((digest, total, breakpoint))
         return out
 
@@ -141,6 +144,30 @@ class PromptCache:
                     self.entries[(model, blocks[mark][0])] = [blocks[mark][1], now]
         return {"input_tokens": prompt - read - written, "output_tokens": completion,
                 "cache_read_input_tokens": read, "cache_creation_input_tokens": written}
+
+
+def _rendered(part: Any) -> str:
+    """The text a chat template makes of a block: what a provider tokenises and bills."""
+    if isinstance(part, list):  # the tool schemas
+        return json.dumps(part, ensure_ascii=False)
+    texts = [str(part.get("role") or ""), _content_text(part.get("content")), str(part.get("text") or "")]
+    texts += [f"{c['function']['name']}{c['function']['arguments']}" for c in part.get("tool_calls") or []]
+    if part.get("type") == "tool_use":
+        texts.append(f"{part.get('name')}{json.dumps(part.get('input'), ensure_ascii=False)}")
+    if "tool_call_id" in part or "tool_use_id" in part:
+        texts.append(str(part.get("tool_call_id") or part.get("tool_use_id")))
+    if part.get("type") == "function":  # an Anthropic tool schema
+        texts.append(json.dumps(part, ensure_ascii=False))
+    if "input_schema" in part:
+        texts.append(json.dumps(part, ensure_ascii=False))
+    return "".join(texts)
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, list):
+        return "".join(str(block.get("text") or _content_text(block.get("content"))) for block in content
+                       if isinstance(block, dict))
+    return str(content or "")
 
 
 def anthropic_message(reply: dict[str, Any], usage: dict[str, Any]) -> dict[str, Any]:
