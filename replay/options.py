@@ -18,6 +18,8 @@ class PoolOptions(StrictModel):
     max_cost: float | None = None
     allow_same_family: bool = False
     redact: bool = True
+    batch: bool = False          # through the providers' batch APIs (teachers/batch.py), half price
+    batch_poll: float = 30.0     # seconds between polls of submitted batches
 
 
 class ConsensusOptions(StrictModel):

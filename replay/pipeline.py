@@ -84,7 +84,7 @@ def run(config: RunConfig, console: Console | None = None) -> Report:
         try:
             report.extra["unpriced"] = pool.unpriced()
             if config.dry_run:
-                report.extra["estimate"] = estimate_run(pool, config.out / STATES_FILE)
+                report.extra["estimate"] = estimate_run(pool, config.out / STATES_FILE, config.pool.batch)
                 report.extra["estimate_model"] = ESTIMATE_MODEL.format(
                     completion=pool.expected_completion_tokens)
             else:
@@ -123,12 +123,16 @@ ESTIMATE_MODEL = ("prompt cache modelled per trace: a trace's first state at ful
                   "(teachers/prompt_cache.py); {completion} completion tokens assumed per call")
 
 
-def estimate_run(pool: TeacherPool, states_path: Path) -> dict[str, dict[str, float]]:
+def estimate_run(pool: TeacherPool, states_path: Path, batch: bool = False) -> dict[str, dict[str, float]]:
     """--dry-run with teachers: tokens and USD each teacher would cost; calls nothing. States are read
-    in file order, which is each trace's turn order: the prompt cache is modelled per trace."""
+    in file order, which is each trace's turn order: the prompt cache is modelled per trace. `batch`:
+    teachers with a batch API at batch rates."""
+    from teachers.batch import batch_provider
+
+    batched = {t.name for t in pool.teachers if batch and batch_provider(t)}
     totals: dict[str, dict[str, float]] = {}
     for state in load_states(states_path):
-        for est in pool.estimate(state):
+        for est in pool.estimate(state, batched):
             row = totals.setdefault(est.teacher, {"calls": 0, "cached": 0, "prompt_tokens": 0,
                                                   "cached_prompt_tokens": 0, "completion_tokens": 0,
                                                   "cost_usd": 0.0})
@@ -151,6 +155,8 @@ async def _replay(config: RunConfig, pool: TeacherPool, report: Report, console:
         if not config.consensus.judge:
             raise ReplayError("--consensus judge needs --judge MODEL")
         judge = Judge(parse_pool(config.consensus.judge)[0], pool.cache, pool)
+    if config.pool is not None and config.pool.batch:
+        report.extra["batch"] = await prefetch_batches(config, pool, console)
     with _progress(report.states, "teachers", console) as (bar, task):
         def tick() -> None:
             stats = pool.stats
@@ -163,6 +169,22 @@ async def _replay(config: RunConfig, pool: TeacherPool, report: Report, console:
     write_jsonl(config.out / PROPOSALS_FILE, proposals)
     _fill_report(report, pool, outcomes, judge)
     export_pairs(config, outcomes.ordered_rows(), report)
+
+
+async def prefetch_batches(config: RunConfig, pool: TeacherPool, console: Console) -> dict[str, Any]:
+    """--batch: the batchable calls through the providers' batch APIs, answers into the cache."""
+    from dataclasses import asdict
+
+    from teachers.batch import Batcher
+    from teachers.batch_store import BatchStore
+
+    store = BatchStore(pool.cache.path)
+    try:
+        batcher = Batcher(pool, store, poll=config.pool.batch_poll if config.pool else 30.0,
+                          note=lambda text: console.print(text))
+        return asdict(await batcher.prefetch(load_states(config.out / STATES_FILE)))
+    finally:
+        store.close()
 
 
 def _fill_report(report: Report, pool: TeacherPool, outcomes: Any, judge: Any) -> None:

@@ -62,6 +62,12 @@ def _teacher_flags(group: argparse._ArgumentGroup) -> None:
                        help="let teachers of the student's own family vote (off: they are excluded)")
     group.add_argument("--no-redact", action="store_true",
                        help="send sessions as they are (default: secrets are redacted first)")
+    group.add_argument("--batch", action="store_true",
+                       help="send OpenAI and Anthropic teachers' calls through their batch APIs at half "
+                            "price (answers within 24 h; a killed run resumes polling the same batches); "
+                            "others are called directly")
+    group.add_argument("--batch-poll", type=float, default=30.0, metavar="S",
+                       help="seconds between polls of submitted batches (30)")
 
 
 def _consensus_flags(group: argparse._ArgumentGroup) -> None:
@@ -89,12 +95,14 @@ def config_from_args(args: argparse.Namespace, argv: list[str]) -> RunConfig:
     if not args.teachers and not args.dry_run:
         raise ReplayError("no teachers: pass --teachers (e.g. --teachers gpt-5,deepseek), or --dry-run "
                           "to only ingest")
+    if args.batch and args.early_stop:
+        raise ReplayError("--batch asks every teacher at once; it cannot be combined with --early-stop")
     pool = None
     if args.teachers:
         pool = PoolOptions(teachers=args.teachers, cache=args.cache, concurrency=args.concurrency,
                            per_teacher=args.per_teacher, samples=args.samples, timeout=args.timeout,
                            max_cost=args.max_cost, allow_same_family=args.allow_same_family,
-                           redact=not args.no_redact)
+                           redact=not args.no_redact, batch=args.batch, batch_poll=args.batch_poll)
     return RunConfig(
         source=args.source, out=args.out, dry_run=args.dry_run, pool=pool,
         ingest=IngestOptions(include_subagents=args.include_subagents, max_states=args.max_states,

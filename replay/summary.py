@@ -31,6 +31,10 @@ def print_summary(report: Report, out: str, console: Console | None = None) -> N
     if report.extra.get("estimate"):
         total = sum(est["cost_usd"] for est in report.extra["estimate"].values())
         rows.append(("estimate (USD)", f"${total:.2f}, prompt cache modelled per trace"))
+    if batch := report.extra.get("batch"):
+        direct = f" · called directly: {', '.join(batch['direct'])}" if batch["direct"] else ""
+        rows.append(("batches", f"{batch['submitted']} submitted · {batch['resumed']} resumed · "
+                                f"{batch['answered']} answers at batch price{direct}"))
     unpriced = sorted(report.extra.get("unpriced", {}).items())
     rows += [(f"unpriced {teacher}", reason) for teacher, reason in unpriced]
     for name, value in rows:

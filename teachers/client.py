@@ -154,12 +154,14 @@ def missing_keys(spec: TeacherSpec) -> list[str]:
     return missing
 
 
-async def complete(spec: TeacherSpec, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *,
-                   timeout: float, policy: RetryPolicy, on_retry: Any = None,
-                   options: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The chat.completion body (a plain dict) for one call; raises the last error when all attempts fail.
-    `options`: per-call litellm options that do not change the answer (prompt-cache hints)."""
-    litellm = load_litellm()
+def call_kwargs(spec: TeacherSpec, tools: list[dict[str, Any]],
+                options: dict[str, Any] | None = None) -> dict[str, Any]:
+    """litellm arguments of a teacher's call besides model, messages, timeout and retries.
+
+    >>> sorted(call_kwargs(TeacherSpec(name="a", model="openai/m", api_base="http://h/v1",
+    ...                                params={"temperature": 0, "timeout": 5}), []))
+    ['api_base', 'api_key', 'temperature']
+    """
     # The call's own arguments win: a `timeout` or `num_retries` in params would be a TypeError.
     kwargs: dict[str, Any] = {k: v for k, v in spec.params.items() if k not in _OWN_ARGUMENTS}
     if tools:
@@ -170,15 +172,29 @@ async def complete(spec: TeacherSpec, messages: list[dict[str, Any]], tools: lis
     key = api_key_for(spec)
     if key is not None:
         kwargs["api_key"] = key
+    return kwargs
+
+
+def retrying(policy: RetryPolicy, on_retry: Any = None) -> AsyncRetrying:
+    """The one retry policy, for any call to a provider (completions, batch files and batches)."""
+    return AsyncRetrying(stop=stop_after_attempt(max(policy.attempts, 1)), wait=_wait(policy),
+                         retry=retry_if_exception(is_retryable), reraise=True,
+                         before_sleep=(lambda state: on_retry()) if on_retry else None)
+
+
+async def complete(spec: TeacherSpec, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *,
+                   timeout: float, policy: RetryPolicy, on_retry: Any = None,
+                   options: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The chat.completion body (a plain dict) for one call; raises the last error when all attempts fail.
+    `options`: per-call litellm options that do not change the answer (prompt-cache hints)."""
+    litellm = load_litellm()
+    kwargs = call_kwargs(spec, tools, options)
 
     async def attempt() -> Any:
         return await litellm.acompletion(model=spec.model, messages=messages, timeout=timeout,
                                          num_retries=0, max_retries=0, **kwargs)
 
-    retrying = AsyncRetrying(stop=stop_after_attempt(max(policy.attempts, 1)), wait=_wait(policy),
-                             retry=retry_if_exception(is_retryable), reraise=True,
-                             before_sleep=(lambda state: on_retry()) if on_retry else None)
-    response = await retrying(attempt)
+    response = await retrying(policy, on_retry)(attempt)
     return response.model_dump(mode="json", exclude_none=True)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import orjson
@@ -164,21 +164,34 @@ class TeacherPool:
         counts.cache_write_tokens += tokens.cache_write
         counts.cost_usd += entry.cost_usd
 
-    def estimate(self, state: TraceState, batch: bool = False) -> list[Estimate]:
+    def prefix_tokens(self, teacher: TeacherSpec, messages: list[dict[str, Any]],
+                      tools: list[dict[str, Any]]) -> list[int]:
+        """Tokens of each block of a request (tools, then each message), counted once per message."""
+        return self._live.blocks(teacher, messages, tools)[1]
+
+    def store_batch_answer(self, teacher: TeacherSpec, key: str, sample: int, body: dict[str, Any]) -> None:
+        """An answer a provider batch returned: into the cache at the batch price, counted as made
+        (not cached) when this run asks for it."""
+        self.cache.put(key, self._entry(teacher, body, sample, response_cost(teacher, body, batch=True)))
+        self.batched[key] = True
+
+    def estimate(self, state: TraceState, batch: Collection[str] = ()) -> list[Estimate]:
         """Dry run: per eligible teacher, tokens and USD for this state; no network. Call in turn order:
         the prompt cache is modelled per trace (`teachers.prompt_cache`): the prefix this state shares
         with the trace's previous state at the cached price, the rest at full price, the trace's first
         state at full price. Calls the response cache already holds are counted as `cached` and cost
-        nothing. `batch`: batch rates, and no prompt-cache hit assumed (batches hit it best-effort)."""
+        nothing. `batch`: the teachers asked through a batch API: batch rates, and no prompt-cache hit
+        assumed (batches hit it best-effort)."""
         messages, tools = self.request(state)
         out = []
         for teacher in self.split(state)[0]:
             hits = sum(self.cache.get(self.key(teacher, state, s)) is not None for s in range(self.samples))
             tokens = self._planned.predict(teacher, state.trace_id, messages, tools,
                                            self.expected_completion_tokens)
-            if batch:
+            batched = teacher.name in batch
+            if batched:
                 tokens = Tokens(tokens.prompt, tokens.completion)
-            usd = cost_of(teacher, tokens, batch=batch) * max(self.samples - hits, 0)
+            usd = cost_of(teacher, tokens, batch=batched) * max(self.samples - hits, 0)
             out.append(Estimate(teacher=teacher.name, model=teacher.model, calls=self.samples, cached=hits,
                                 prompt_tokens=tokens.prompt, completion_tokens=tokens.completion,
                                 cached_prompt_tokens=tokens.cached, cost_usd=usd))
