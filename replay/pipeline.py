@@ -142,6 +142,10 @@ def estimate_run(pool: TeacherPool, states_path: Path, batch: bool = False) -> d
             row["cached_prompt_tokens"] += est.cached_prompt_tokens * est.calls
             row["completion_tokens"] += est.completion_tokens * est.calls
             row["cost_usd"] += est.cost_usd
+            if est.batch:
+                row["batch"] = True
+                row["cost_usd_if_cached"] = row.get("cost_usd_if_cached", 0.0) + (est.cost_usd_if_cached
+                                                                                   or 0.0)
     return totals
 
 

@@ -26,8 +26,10 @@ def print_summary(report: Report, out: str, console: Console | None = None) -> N
     for teacher, est in sorted(report.extra.get("estimate", {}).items()):
         tokens = f"{est['prompt_tokens']:,}"
         cached = est.get("cached_prompt_tokens", 0) / est["prompt_tokens"] if est["prompt_tokens"] else 0.0
+        batch = (f" by batch (${est['cost_usd_if_cached']:.2f} if the batch hits the prompt cache)"
+                 if est.get("batch") else "")
         rows.append((f"estimate {teacher}", f"{est['calls']} calls · {tokens} prompt tokens "
-                                            f"({cached:.0%} cached) · ${est['cost_usd']:.2f}"))
+                                            f"({cached:.0%} cached) · ${est['cost_usd']:.2f}{batch}"))
     if report.extra.get("estimate"):
         total = sum(est["cost_usd"] for est in report.extra["estimate"].values())
         rows.append(("estimate (USD)", f"${total:.2f}, prompt cache modelled per trace"))

@@ -35,6 +35,8 @@ class Estimate(BaseModel):
     completion_tokens: int = 0   # per call, assumed
     cached_prompt_tokens: int = 0  # per call: the part of the prompt the provider's prompt cache should hold
     cost_usd: float = 0.0        # the calls not cached
+    batch: bool = False          # priced at batch rates, no prompt-cache hit assumed
+    cost_usd_if_cached: float | None = None  # batch: if the batch hit the prompt cache as live calls do
 
 
 @dataclass(frozen=True)

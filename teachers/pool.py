@@ -188,13 +188,16 @@ class TeacherPool:
             hits = sum(self.cache.get(self.key(teacher, state, s)) is not None for s in range(self.samples))
             tokens = self._planned.predict(teacher, state.trace_id, messages, tools,
                                            self.expected_completion_tokens)
+            paid = max(self.samples - hits, 0)
             batched = teacher.name in batch
+            if_cached = cost_of(teacher, tokens, batch=True) * paid if batched else None
             if batched:
                 tokens = Tokens(tokens.prompt, tokens.completion)
-            usd = cost_of(teacher, tokens, batch=batched) * max(self.samples - hits, 0)
             out.append(Estimate(teacher=teacher.name, model=teacher.model, calls=self.samples, cached=hits,
                                 prompt_tokens=tokens.prompt, completion_tokens=tokens.completion,
-                                cached_prompt_tokens=tokens.cached, cost_usd=usd))
+                                cached_prompt_tokens=tokens.cached, batch=batched,
+                                cost_usd=cost_of(teacher, tokens, batch=batched) * paid,
+                                cost_usd_if_cached=if_cached))
         return out
 
     def unpriced(self) -> dict[str, str]:

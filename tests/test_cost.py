@@ -13,6 +13,7 @@ from ingestion.schema import Action, TraceState
 from teachers import ResponseCache, TeacherPool, parse_pool
 from teachers.cost import Tokens, cost_of, unpriced_reason
 from teachers.prompt_cache import CacheRules, PrefixModel
+from teachers.request import BREAKPOINTS, call_options
 from tests.caching_server import PromptCache, caching_server
 
 # Published prices, USD per million tokens (input, cached input, cache write, output).
@@ -153,3 +154,42 @@ def test_the_server_forgets_after_its_ttl() -> None:
     now[0] = 700
     assert cache.serve("gpt-5", body, 1)["prompt_tokens_details"]["cached_tokens"] == 0
     assert cache.serve("gpt-4o", body, 1)["prompt_tokens_details"]["cached_tokens"] == 0  # per model
+
+
+@pytest.mark.parametrize("model", ["anthropic/claude-sonnet-4-6", "vertex_ai/claude-sonnet-4-5",
+                                   "bedrock/us.anthropic.claude-sonnet-4-5-20250929-v1:0"])
+def test_anthropic_family_teachers_get_breakpoints_wherever_they_are_served(model: str) -> None:
+    assert call_options(model, None, "t")["cache_control_injection_points"] == [dict(p) for p in BREAKPOINTS]
+
+
+def test_bedrock_requests_carry_cache_points(monkeypatch: pytest.MonkeyPatch) -> None:
+    from litellm.types.utils import CallTypes
+    from litellm.utils import return_raw_request
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIATESTONLY")  # signs locally; nothing is sent
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test-only")
+    monkeypatch.setenv("AWS_REGION_NAME", "us-east-1")
+    model = "bedrock/us.anthropic.claude-sonnet-4-5-20250929-v1:0"
+    messages = [{"role": "system", "content": "You are an agent."}, {"role": "user", "content": "go"},
+                {"role": "assistant", "content": "ok"}, {"role": "user", "content": "next"}]
+    body = return_raw_request(CallTypes.completion, {"model": model, "messages": messages, "max_tokens": 10,
+                                                      **call_options(model, None, "t")})["raw_request_body"]
+    assert body["system"][-1] == {"cachePoint": {"type": "default"}}
+    assert body["messages"][-1]["content"][-1] == {"cachePoint": {"type": "default"}}
+    assert all("cachePoint" not in str(m) for m in body["messages"][:-1])
+
+
+def test_openai_gets_a_prompt_cache_key_per_trace_that_hides_the_trace() -> None:
+    one, two = (call_options("gpt-5", None, t)["prompt_cache_key"] for t in ("session-a", "session-b"))
+    assert one != two and "session" not in one
+    assert one == call_options("gpt-5", None, "session-a")["prompt_cache_key"]
+
+
+@pytest.mark.parametrize("entry", ["g=openai/m@http://127.0.0.1:9/v1#price=no-such-model-xyz",
+                                   "g=openai/m@http://127.0.0.1:9/v1#price=1/2/3/4/5",
+                                   "g=openai/m@http://127.0.0.1:9/v1#price=-1/2"])
+def test_a_bad_price_is_one_clear_error(entry: str) -> None:
+    from teachers.registry import TeacherConfigError
+
+    with pytest.raises(TeacherConfigError, match="price"):
+        parse_pool(entry)
