@@ -93,6 +93,14 @@ def estimate(source: Path, work: Path) -> dict[str, Any]:
     return json.loads((work / "dry" / "report.json").read_text())["extra"]["estimate"]
 
 
+def completion_side(rows: dict[str, Any]) -> float:
+    """What the estimate puts on its assumed completion tokens."""
+    from teachers.cost import call_cost
+    from teachers.registry import parse_pool
+
+    return sum(call_cost(parse_pool(name)[0], 0, int(row["completion_tokens"])) for name, row in rows.items())
+
+
 def uncached(rows: dict[str, Any]) -> float:
     """The estimate with every prompt token at the full price."""
     from teachers.cost import call_cost
@@ -125,6 +133,9 @@ def main() -> None:
         print(f"report    ${report['cost_usd']:.3f}  ratio {report['cost_usd'] / billed:.3f}")
         print(f"estimate  ${predicted:.3f}  ratio {predicted / billed:.3f}  "
               f"(" + ", ".join(f"{k} ${v['cost_usd']:.3f}" for k, v in sorted(rows.items())) + ")")
+        prompt_side = predicted - completion_side(rows)
+        print(f"  prompt side: estimate ${prompt_side:.3f} vs billed ${prompt_billed:.3f}, "
+              f"ratio {prompt_side / prompt_billed:.3f}")
         print(f"uncached  ${uncached(rows):.3f}  ratio {uncached(rows) / billed:.3f}")
         for cap in (float(c) for c in args.caps.split(",") if c):
             capped, ledger = run(args, work, f"cap{cap}", ["--max-cost", str(cap)], args.latency)
