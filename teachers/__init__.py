@@ -4,7 +4,7 @@ Registry & families (`registry`), secret redaction (`redact`), the SQLite respon
 litellm calls with one retry policy (`client`), cost from returned usage (`cost`), the providers'
 prompt caches (`prompt_cache`), the `--max-cost` cap (`spend`), batch APIs (`batch`, `batch_store`),
 and the pool that ties them (`pool`).
-Importing this package is cheap: litellm and detect-secrets load on first use.
+Importing this package is cheap: litellm and the RE2 secret rules load on first use.
 """
 
 from teachers.cache import CacheEntry, ResponseCache, cache_key

@@ -19,6 +19,7 @@ import orjson
 from ingestion.options import IngestOptions
 from ingestion.sources import iter_states
 from ingestion.stats import IngestStats
+from teachers.redact_state import StateRedactor
 from teachers.request import build_request
 from tests.sessions import assistant, text, tool_result, tool_use, user, write_session
 
@@ -51,8 +52,9 @@ def breaks(source: Path, options: IngestOptions) -> tuple[int, dict[tuple[str, i
     """(pairs of consecutive states compared, {(trace, turn): why} for those that do not extend)."""
     last: dict[str, list[bytes]] = {}
     pairs, found = 0, {}
+    redactor = StateRedactor(b"prefix-test-key")  # as replay.pipeline redacts each state
     for state in iter_states(source, options, IngestStats()):
-        messages, tools, _ = build_request(state)
+        messages, tools = build_request(redactor(state))
         request = wire(messages, tools)
         before = last.get(state.trace_id)
         last[state.trace_id] = request
