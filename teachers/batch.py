@@ -15,6 +15,7 @@ A request the batch did not answer (errored, or its batch failed or expired) is 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ PROVIDERS = ("openai", "anthropic")
 _LIMITS = {"openai": 50_000, "anthropic": 10_000}  # requests per batch (the APIs allow 50k / 100k)
 _MAX_BYTES = 95_000_000  # OpenAI takes input files up to 200 MB, Anthropic batches up to 256 MB
 _ENDED = {"failed", "expired", "cancelled"}
+SUBMISSION = "teacher_replay_submission"  # OpenAI batch metadata: which requests a batch holds
 
 
 def batch_provider(teacher: TeacherSpec) -> str | None:
@@ -87,7 +89,9 @@ class BatchRun:
 
 
 def _endpoint(teacher: TeacherSpec, provider: str) -> dict[str, Any]:
-    out: dict[str, Any] = {"custom_llm_provider": provider}
+    # The OpenAI client under litellm retries on its own (twice) unless told not to: a create retried
+    # there, unseen, would submit a batch twice. Our one policy retries, and adopts first.
+    out: dict[str, Any] = {"custom_llm_provider": provider, "max_retries": 0}
     if teacher.api_base:
         out["api_base"] = teacher.api_base
     if (key := api_key_for(teacher)) is not None:
@@ -164,15 +168,10 @@ class Batcher:
     async def _submit(self, chunk: _Chunk) -> None:
         if not chunk.keys:
             return
-        litellm, teacher = load_litellm(), chunk.teacher
+        teacher = chunk.teacher
         endpoint = _endpoint(teacher, chunk.provider)
         if chunk.provider == "openai":
-            data = b"".join(chunk.lines)
-            uploaded = await self._call(lambda: litellm.acreate_file(
-                file=("teacher-replay-batch.jsonl", data), purpose="batch", **endpoint))
-            created = await self._call(lambda: litellm.acreate_batch(
-                completion_window="24h", endpoint="/v1/chat/completions", input_file_id=uploaded.id,
-                metadata={"created_by": "teacher-replay", "teacher": teacher.name}, **endpoint))
+            created = await self._submit_openai(chunk, endpoint)
         else:
             import anthropic
 
@@ -184,6 +183,37 @@ class Batcher:
         self.run.submitted += 1
         self.run.requests += len(chunk.keys)
         self.note(f"batch {created.id}: {len(chunk.keys)} requests to {teacher.name} submitted")
+
+    async def _submit_openai(self, chunk: _Chunk, endpoint: dict[str, Any]) -> Any:
+        litellm, teacher = load_litellm(), chunk.teacher
+        keys = "\n".join(key for key, _ in chunk.keys)
+        submission = hashlib.sha256(f"{teacher.name}\n{keys}".encode()).hexdigest()[:32]
+        if (found := await self._adopt(endpoint, submission)) is not None:
+            return found
+        data = b"".join(chunk.lines)
+        uploaded = await self._call(lambda: litellm.acreate_file(
+            file=("teacher-replay-batch.jsonl", data), purpose="batch", **endpoint))
+
+        async def create() -> Any:  # each attempt first looks for what a lost attempt created
+            return await self._adopt(endpoint, submission) or await litellm.acreate_batch(
+                completion_window="24h", endpoint="/v1/chat/completions", input_file_id=uploaded.id,
+                metadata={"created_by": "teacher-replay", "teacher": teacher.name, SUBMISSION: submission},
+                **endpoint)
+
+        return await self._call(create)
+
+    async def _adopt(self, endpoint: dict[str, Any], submission: str) -> Any | None:
+        """The batch an earlier attempt created for this very submission, still alive; else None."""
+        try:
+            listed = await load_litellm().alist_batches(limit=100, **endpoint)
+        except Exception:  # a server that cannot list batches has nothing to adopt
+            return None
+        for batch in getattr(listed, "data", None) or []:
+            if (getattr(batch, "metadata", None) or {}).get(SUBMISSION) == submission \
+                    and batch.status not in _ENDED:
+                self.note(f"batch {batch.id}: adopted (created by an attempt whose answer was lost)")
+                return batch
+        return None
 
     def _teacher(self, batch: Batch) -> TeacherSpec | None:
         for teacher in self.pool.teachers:

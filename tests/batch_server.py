@@ -11,6 +11,7 @@ line of the OpenAPI spec; anthropic/types/messages/message_batch*.py), plus plai
   `GET /v1/messages/batches/{id}/results`: `{"custom_id", "result": {"type": "succeeded", "message"}}`.
 
 Batches finish on the first retrieve after `release()` (or at once when built with `hold=False`).
+`GET /v1/batches` lists them (newest first); `lose_created=N` drops the answer to the next N creates.
 `answer(body)` scripts each request's chat.completion, exactly as for a direct call (`POST
 .../chat/completions`, or `POST /v1/messages` as an Anthropic message).
 """
@@ -41,7 +42,7 @@ def _iso(moment: float) -> str:
 class BatchServer:
     """`with BatchServer(answer) as server:` → `server.url` (`.../v1`); `server.created` counts batches."""
 
-    def __init__(self, answer: Answer, hold: bool = True) -> None:
+    def __init__(self, answer: Answer, hold: bool = True, lose_created: int = 0) -> None:
         self.answer = answer
         self.files: dict[str, dict[str, Any]] = {}
         self.batches: dict[str, dict[str, Any]] = {}
@@ -49,6 +50,7 @@ class BatchServer:
         self.created = 0          # batches created, both APIs
         self.uploads = 0
         self.direct = 0           # plain chat completions answered
+        self.lose_created = lose_created  # creates whose answer is dropped (the connection closes)
         self._held = hold
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
@@ -187,6 +189,12 @@ class BatchServer:
             return 200, self.message_batch_results(parts[3]), "application/binary"
         if parts[:3] == ["v1", "messages", "batches"]:
             return _json(self.retrieve_message_batch(parts[3]))
+        if parts == ["v1", "batches"]:
+            listed = sorted((b for b in self.batches.values() if b.get("object") == "batch"),
+                            key=lambda b: b["created_at"], reverse=True)
+            return _json({"object": "list", "data": listed, "has_more": False,
+                          "first_id": listed[0]["id"] if listed else None,
+                          "last_id": listed[-1]["id"] if listed else None})
         if parts[:2] == ["v1", "batches"]:
             return _json(self.retrieve_batch(parts[2]))
         raise KeyError(path)
@@ -197,7 +205,12 @@ class BatchServer:
             return _json(_public(self.upload(content_type, raw)))
         body = json.loads(raw or b"{}")
         if path == "/v1/batches":
-            return _json(self.create_batch(body))
+            created = self.create_batch(body)
+            with self._lock:
+                if self.lose_created:
+                    self.lose_created -= 1
+                    raise ConnectionAbortedError("the answer to this create is lost")
+            return _json(created)
         if path == "/v1/messages/batches":
             return _json(self.create_message_batch(body))
         with self._lock:
@@ -228,6 +241,8 @@ class BatchServer:
                     self._send(*server.post(self.path, self.headers.get("Content-Type", ""), raw))
                 except (KeyError, ValueError) as error:
                     self._send(*_json({"error": {"message": f"bad request: {error}"}}, 400))
+                except ConnectionAbortedError:
+                    self.close_connection = True  # no answer at all: the client sees the connection drop
 
             def _send(self, status: int, payload: bytes, content_type: str) -> None:
                 self.send_response(status)

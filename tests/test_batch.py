@@ -123,3 +123,14 @@ def _stored_batches(cache: Path) -> int:
 def test_batch_cannot_be_combined_with_early_stop(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--source", str(tmp_path), "--teachers", "gpt-5", "--batch", "--early-stop"]) == 2
     assert "--batch" in capsys.readouterr().err
+
+
+def test_a_create_whose_answer_was_lost_is_adopted_not_submitted_again(fixtures_root: Path,
+                                                                      tmp_path: Path) -> None:
+    session = next(fixtures_root.rglob(SESSION))
+    with BatchServer(scripted, hold=False, lose_created=1) as server:
+        pool = f"gpt-5=openai/gpt-5@{server.url}#price=gpt-5"
+        assert main(args(session, tmp_path / "run", pool, "--batch", "--batch-poll", "0")) == 0
+    assert server.created == 1 and server.direct == 0  # the retry found the batch the lost create made
+    batch = report(tmp_path / "run")["extra"]["batch"]
+    assert batch["submitted"] == 1 and batch["answered"] == report(tmp_path / "run")["states"]
