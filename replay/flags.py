@@ -56,6 +56,18 @@ def positive_float(text: str) -> float:
     return value
 
 
+def seconds(text: str) -> float:
+    """A finite number of seconds >= 0.
+
+    >>> seconds("0"), seconds("2.5")
+    (0.0, 2.5)
+    """
+    value = _number(text, float)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {value}")
+    return value
+
+
 def usd(text: str) -> float:
     """A finite amount >= 0 (0: answers from the cache only).
 

@@ -138,8 +138,11 @@ def _run_into(work: Path, config: RunConfig, pool: TeacherPool | None, console: 
     report, _ = ingest_to_file(config.source, work, config.ingest, console, redactor, files)
     report.dry_run = config.dry_run
     write_json(work / CONFIG_FILE, config.model_dump(mode="json"))
+    if pool is not None:
+        report.extra["unpriced"] = pool.unpriced()
     if pool is not None and config.dry_run:
-        report.extra["estimate"] = estimate_run(pool, work / STATES_FILE)
+        report.extra["estimate"] = estimate_run(pool, work / STATES_FILE, config.pool.batch)
+        report.extra["estimate_model"] = ESTIMATE_MODEL.format(completion=pool.expected_completion_tokens)
     elif pool is not None:
         rows = _ask(work, config, pool, report, console)
         if failure := too_many_failed(report, config.max_failed):
@@ -181,18 +184,34 @@ def build_pool(options: PoolOptions) -> TeacherPool:
                        redact_key=redaction_key() if options.redact else None)
 
 
-def estimate_run(pool: TeacherPool, states_path: Path) -> dict[str, dict[str, float]]:
-    """--dry-run with teachers: tokens and USD each teacher would cost; calls nothing."""
+ESTIMATE_MODEL = ("prompt cache modelled per trace: a trace's first state at full price, then the prefix "
+                  "each state shares with the previous one at the cached price where the provider caches "
+                  "(teachers/prompt_cache.py); {completion} completion tokens assumed per call")
+
+
+def estimate_run(pool: TeacherPool, states_path: Path, batch: bool = False) -> dict[str, dict[str, float]]:
+    """--dry-run with teachers: tokens and USD each teacher would cost; calls nothing. States are read
+    in file order, which is each trace's turn order: the prompt cache is modelled per trace. `batch`:
+    teachers with a batch API at batch rates."""
+    from teachers.batch import batch_provider
+
+    batched = {t.name for t in pool.teachers if batch and batch_provider(t)}
     totals: dict[str, dict[str, float]] = {}
     for state in load_states(states_path):
-        for est in pool.estimate(state):
+        for est in pool.estimate(state, batched):
             row = totals.setdefault(est.teacher, {"calls": 0, "cached": 0, "prompt_tokens": 0,
-                                                  "completion_tokens": 0, "cost_usd": 0.0})
+                                                  "cached_prompt_tokens": 0, "completion_tokens": 0,
+                                                  "cost_usd": 0.0})
             row["calls"] += est.calls
             row["cached"] += est.cached
             row["prompt_tokens"] += est.prompt_tokens * est.calls
+            row["cached_prompt_tokens"] += est.cached_prompt_tokens * est.calls
             row["completion_tokens"] += est.completion_tokens * est.calls
             row["cost_usd"] += est.cost_usd
+            if est.batch:
+                row["batch"] = True
+                row["cost_usd_if_cached"] = row.get("cost_usd_if_cached", 0.0) + (est.cost_usd_if_cached
+                                                                                   or 0.0)
     return totals
 
 
@@ -222,6 +241,8 @@ async def _replay(work: Path, config: RunConfig, pool: TeacherPool, report: Repo
         if not config.consensus.judge:
             raise ReplayError("--consensus judge needs --judge MODEL")
         judge = Judge(parse_pool(config.consensus.judge)[0], pool.cache, pool)
+    if config.pool is not None and config.pool.batch:
+        report.extra["batch"] = await prefetch_batches(work, config, pool, console)
     with _progress(report.states, "teachers", console) as (bar, task):
         def tick() -> None:
             stats = pool.stats
@@ -237,6 +258,23 @@ async def _replay(work: Path, config: RunConfig, pool: TeacherPool, report: Repo
     return outcomes, judge, lag
 
 
+async def prefetch_batches(work: Path, config: RunConfig, pool: TeacherPool,
+                           console: Console) -> dict[str, Any]:
+    """--batch: the batchable calls through the providers' batch APIs, answers into the cache."""
+    from dataclasses import asdict
+
+    from teachers.batch import Batcher
+    from teachers.batch_store import BatchStore
+
+    store = BatchStore(pool.cache.path)
+    try:
+        batcher = Batcher(pool, store, poll=config.pool.batch_poll if config.pool else 30.0,
+                          note=lambda text: console.print(text))
+        return asdict(await batcher.prefetch(load_states(work / STATES_FILE)))
+    finally:
+        store.close()
+
+
 def _fill_report(report: Report, pool: TeacherPool, outcomes: Any, judge: Any) -> None:
     from replay.decide import tier_counts
 
@@ -246,6 +284,11 @@ def _fill_report(report: Report, pool: TeacherPool, outcomes: Any, judge: Any) -
     report.tokens = pool_report["tokens"]
     report.cost_usd = pool_report["cost_usd"]
     report.extra["per_teacher"] = pool_report["per_teacher"]
+    prompt = report.tokens["prompt"]
+    share = report.tokens["cached_prompt"] / prompt if prompt else 0.0
+    report.extra["prompt_cache"] = {"hit_share": round(share, 4)}
+    report.extra["spend"] = {"max_cost": pool.spend.cap,
+                             "largest_call_usd": round(pool.spend.largest_call, 6)}
     verdicts = outcomes.verdicts
     report.states_all_teachers_excluded = verdicts["all_teachers_excluded"]
     report.states_failed, report.states_budget_stopped = verdicts["failed"], outcomes.budget_stopped
@@ -294,7 +337,7 @@ def _card_info(config: RunConfig, rows: list[dict[str, Any]], report: Report) ->
                    "failed": report.states_failed, "abstained": report.consensus["abstained"],
                    "agree": report.agree,
                    "pairs": report.pairs, "preflight_dropped": report.preflight_dropped},
-        "cost_usd": report.cost_usd, "command": config.command,
+        "cost_usd": report.cost_usd, "unpriced": report.extra.get("unpriced", {}), "command": config.command,
         "redaction": (f"on: {sum(report.redactions.values())} secrets replaced by [REDACTED:<rule>:<tag>] "
                       "in prompts, answers and every file (gitleaks rules + configs/redact.toml)"
                       if config.redact else "OFF (--no-redact): prompts hold the sessions' raw text"),

@@ -194,6 +194,36 @@ def missing_keys(spec: TeacherSpec) -> list[str]:
     return missing
 
 
+def call_kwargs(spec: TeacherSpec, tools: list[dict[str, Any]],
+                options: dict[str, Any] | None = None) -> dict[str, Any]:
+    """litellm arguments of a teacher's call besides model, messages, timeout, retries and client.
+
+    >>> sorted(call_kwargs(TeacherSpec(name="a", model="openai/m", api_base="http://h/v1",
+    ...                                params={"temperature": 0, "timeout": 5}), []))
+    ['api_base', 'api_key', 'temperature']
+    """
+    # The call's own arguments win: a `timeout` or `num_retries` in params would be a TypeError.
+    kwargs: dict[str, Any] = {k: v for k, v in spec.params.items() if k not in _OWN_ARGUMENTS}
+    if tools:
+        kwargs["tools"] = tools
+    if spec.api_base:
+        kwargs["api_base"] = spec.api_base
+    kwargs.update({k: v for k, v in (options or {}).items() if k not in _OWN_ARGUMENTS})
+    key = api_key_for(spec)
+    if key is not None:
+        kwargs["api_key"] = key
+    return kwargs
+
+
+def retrying(policy: RetryPolicy, on_retry: Any = None) -> AsyncRetrying:
+    """The one retry policy, for any call to a provider (completions, batch files and batches);
+    `on_retry(error)` before each wait."""
+    return AsyncRetrying(stop=stop_after_attempt(max(policy.attempts, 1)), wait=_wait(policy),
+                         retry=retry_if_exception(is_retryable), reraise=True,
+                         before_sleep=(lambda state: on_retry(state.outcome.exception()))
+                         if on_retry else None)
+
+
 def _http_client(litellm: Any, spec: TeacherSpec) -> Any:
     """The capped client for this teacher's provider (teachers.http), passed the way litellm takes it."""
     install_sdk_client(litellm)  # providers served through the OpenAI SDK
@@ -206,10 +236,11 @@ def _http_client(litellm: Any, spec: TeacherSpec) -> Any:
 
 async def complete(spec: TeacherSpec, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *,
                    timeout: float, policy: RetryPolicy, on_retry: Any = None, accept: Any = None,
-                   max_response_bytes: int = 10_000_000) -> Any:
+                   max_response_bytes: int = 10_000_000, options: dict[str, Any] | None = None) -> Any:
     """The chat.completion body (a plain dict) for one call, or what `accept(body)` returns; raises the
     last error when all attempts fail. `accept` may raise `MalformedAnswer` to have the call asked again.
     An answer over `max_response_bytes` raises (teachers.http.ResponseTooLarge, wrapped) unread.
+    `options`: per-call litellm options that do not change the answer (prompt-cache hints).
 
     Each attempt runs whole on a worker thread (`teachers.workers`), through litellm's sync
     `completion`: request building (the OpenAI SDK walks every message of a large prompt), the HTTP
@@ -224,15 +255,7 @@ async def complete(spec: TeacherSpec, messages: list[dict[str, Any]], tools: lis
     # litellm logs failed calls with the provider's message, which may echo the key sent.
     install_log_scrubbing("LiteLLM", "LiteLLM Router", "LiteLLM Proxy")
     client = _http_client(litellm, spec)
-    # The call's own arguments win: a `timeout` or `num_retries` in params would be a TypeError.
-    kwargs: dict[str, Any] = {k: v for k, v in spec.params.items() if k not in _OWN_ARGUMENTS}
-    if tools:
-        kwargs["tools"] = tools
-    if spec.api_base:
-        kwargs["api_base"] = spec.api_base
-    key = api_key_for(spec)
-    if key is not None:
-        kwargs["api_key"] = key
+    kwargs = call_kwargs(spec, tools, options)
     if client is not None:
         kwargs["client"] = client
 
@@ -243,11 +266,7 @@ async def complete(spec: TeacherSpec, messages: list[dict[str, Any]], tools: lis
         body = response.model_dump(mode="json", exclude_none=True)
         return accept(body) if accept is not None else body
 
-    retrying = AsyncRetrying(stop=stop_after_attempt(max(policy.attempts, 1)), wait=_wait(policy),
-                             retry=retry_if_exception(is_retryable), reraise=True,
-                             before_sleep=(lambda state: on_retry(state.outcome.exception()))
-                             if on_retry else None)
-    return await retrying(blocking, attempt)
+    return await retrying(policy, on_retry)(blocking, attempt)
 
 
 def _text(content: Any) -> str:

@@ -15,20 +15,22 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import orjson
 
-from ingestion.schema import Action, Proposal, TraceState
+from ingestion.schema import Proposal, TraceState
+from teachers.answer import answer_entry, to_proposal
 from teachers.cache import CacheEntry, CacheError, ResponseCache, cache_key
-from teachers.client import MalformedAnswer, RetryPolicy, complete, describe_error, parse_action
-from teachers.cost import Estimate, call_cost, estimate, usage
+from teachers.client import MalformedAnswer, RetryPolicy, complete, describe_error
+from teachers.cost import Estimate, Tokens, cost_of, response_cost, tokens_of, unpriced_reason
+from teachers.prompt_cache import PrefixModel
 from teachers.redact_state import redact_action
 from teachers.registry import TeacherSpec, split_by_family
-from teachers.request import build_request
+from teachers.request import build_request, call_options
+from teachers.spend import Spend, worst_case
 from teachers.stats import PoolStats, TeacherStats
 from teachers.workers import blocking
 
@@ -42,8 +44,9 @@ _POLL = 0.25  # seconds between looks at a call another run has in flight (SQLit
 class TeacherPool:
     """Ask a pool of teachers what they would do at a state.
 
-    `timeout` is per attempt; `max_cost` (USD) stops new network calls once this run has spent it
-    (cache hits are still served; the calls not made get `error="budget_exhausted"`).
+    `timeout` is per attempt; `max_cost` (USD) is a hard cap on what this run spends (`teachers.spend`:
+    each call reserves its worst case before it is sent; cache hits are still served; the calls that no
+    longer fit get `error="budget_exhausted"`).
     """
 
     def __init__(self, teachers: Sequence[TeacherSpec], *, cache: ResponseCache | None = None,
@@ -65,6 +68,10 @@ class TeacherPool:
         self.prompt_version = prompt_version
         self.expected_completion_tokens = expected_completion_tokens
         self.stats = PoolStats()
+        self.spend = Spend(max_cost)
+        self.batched: dict[str, bool] = {}  # keys a provider batch answered in this run: paid now, not cached
+        self._live = PrefixModel()       # the prompt cache as the calls of this run meet it (reservations)
+        self._planned = PrefixModel()    # the same for a dry run's estimate
         self._requests: OrderedDict[str, tuple[TraceState, list[dict[str, Any]], list[dict[str, Any]]]] = \
             OrderedDict()
         self._memo_lock = threading.Lock()  # requests are built on worker threads
@@ -129,16 +136,20 @@ class TeacherPool:
         waited = False
         while True:
             if (entry := await blocking(self.cache.get, key)) is not None:
+                if self.batched.pop(key, None) is not None:  # this run's batch paid for it
+                    self._count_made(counts, entry, tokens_of(orjson.loads(entry.response_json or "{}")),
+                                     batched=True)
+                    return self._redacted(to_proposal(base, entry, cached=False))
                 counts.cached += 1
                 counts.waited += waited
-                return self._redacted(self._proposal(base, entry, cached=True))
+                return self._redacted(to_proposal(base, entry, cached=True))
             if (other := self._asking.get(key)) is not None:  # the same call, asked by this run
                 await asyncio.wait([other])
                 waited = True
                 continue
             done = self._asking[key] = asyncio.get_running_loop().create_future()
             try:
-                proposal = await self._call(teacher, key, messages, tools, base, counts)
+                proposal = await self._call(teacher, state, key, messages, tools, base, counts)
             finally:
                 del self._asking[key]
                 done.set_result(None)
@@ -147,37 +158,47 @@ class TeacherPool:
             await self._await_other_run(key)
             waited = True
 
-    async def _call(self, teacher: TeacherSpec, key: str, messages: list[dict[str, Any]],
+    async def _call(self, teacher: TeacherSpec, state: TraceState, key: str, messages: list[dict[str, Any]],
                     tools: list[dict[str, Any]], base: dict[str, Any],
                     counts: TeacherStats) -> Proposal | None:
-        """This run's call, under the semaphores and a lease; None when another run holds the lease
-        or has just stored the answer (the caller looks again)."""
+        """This run's call, under the semaphores, a lease and a budget reservation; None when another
+        run holds the lease or has just stored the answer (the caller looks again)."""
+        expected, worst = self._reservation(teacher, state, messages, tools)
         total, mine = self._semaphores(teacher.name)
         async with mine, total:
-            if self._over_budget():
-                counts.budget_exhausted += 1
-                return Proposal(**base, error=BUDGET_EXHAUSTED)
             if await blocking(self.cache.lease, key) != "mine":
                 return None
+            held = await self.spend.reserve(expected, worst)
+            if held is None:
+                await blocking(self.cache.release, key)
+                counts.budget_exhausted += 1
+                return Proposal(**base, error=BUDGET_EXHAUSTED)
+            paid = [0.0]  # every answer this call was sent, malformed ones asked again included
+            options = call_options(teacher.model, teacher.api_base, state.trace_id)
             try:
-                entry = await complete(teacher, messages, tools, timeout=self.timeout, policy=self.retry,
-                                       on_retry=lambda error: self._retried(error, counts),
-                                       accept=lambda body: self._accept(teacher, key, base["sample"], body),
-                                       max_response_bytes=self.max_response_bytes)
+                entry, tokens = await complete(
+                    teacher, messages, tools, timeout=self.timeout, policy=self.retry,
+                    on_retry=lambda error: self._retried(error, counts, paid),
+                    accept=lambda body: self._accept(teacher, key, base["sample"], body),
+                    max_response_bytes=self.max_response_bytes, options=options)
+                paid[0] += entry.cost_usd
             except CacheError:
                 raise
             except Exception as error:  # one teacher failing never fails a run
                 await blocking(self.cache.release, key)
                 if isinstance(error, MalformedAnswer):  # answered, paid for, unusable: not stored
+                    bad, bad_tokens = error.entry
+                    paid[0] += bad.cost_usd
                     counts.invalid += 1
-                    self._paid(error.entry, counts)
-                    return Proposal(**base, error=error.reason, prompt_tokens=error.entry.prompt_tokens,
-                                    completion_tokens=error.entry.completion_tokens,
-                                    cost_usd=error.entry.cost_usd)
+                    self._count_made(counts, bad, bad_tokens)
+                    return Proposal(**base, error=error.reason, prompt_tokens=bad.prompt_tokens,
+                                    completion_tokens=bad.completion_tokens, cost_usd=bad.cost_usd)
                 counts.failed += 1
                 return Proposal(**base, error=describe_error(error, teacher))
-        self._paid(entry, counts)
-        return self._redacted(self._proposal(base, entry, cached=False))
+            finally:
+                await self.spend.settle(held, paid[0])
+        self._count_made(counts, entry, tokens)
+        return self._redacted(to_proposal(base, entry, cached=False))
 
     async def _request(self, state: TraceState) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """`request(state)` built once on a worker thread, however many teachers x samples ask."""
@@ -194,39 +215,65 @@ class TeacherPool:
         while await blocking(self.cache.lease_state, key) == "busy":
             await asyncio.sleep(_POLL)
 
-    def estimate(self, state: TraceState) -> list[Estimate]:
-        """Dry run: per eligible teacher, prompt tokens and USD for this state; no network.
-        Calls the cache already holds are counted as `cached` and cost nothing."""
+    def _reservation(self, teacher: TeacherSpec, state: TraceState, messages: list[dict[str, Any]],
+                     tools: list[dict[str, Any]]) -> tuple[float, float]:
+        """(expected, worst) USD of the call about to be sent; (0, 0) without a cap (nothing to reserve)."""
+        if self.spend.cap is None:
+            return 0.0, 0.0
+        tokens = self._live.predict(teacher, state.trace_id, messages, tools, self.expected_completion_tokens)
+        return cost_of(teacher, tokens), worst_case(teacher, tokens.prompt)
+
+    @staticmethod
+    def _count_made(counts: TeacherStats, entry: CacheEntry, tokens: Tokens, batched: bool = False) -> None:
+        counts.made += 1
+        counts.batched += batched
+        counts.prompt_tokens += entry.prompt_tokens
+        counts.completion_tokens += entry.completion_tokens
+        counts.cached_prompt_tokens += tokens.cached
+        counts.cache_write_tokens += tokens.cache_write
+        counts.cost_usd += entry.cost_usd
+
+    def prefix_tokens(self, teacher: TeacherSpec, messages: list[dict[str, Any]],
+                      tools: list[dict[str, Any]]) -> list[int]:
+        """Tokens of each block of a request (tools, then each message), counted once per message."""
+        return self._live.blocks(teacher, messages, tools)[1]
+
+    def store_batch_answer(self, teacher: TeacherSpec, key: str, sample: int, body: dict[str, Any]) -> None:
+        """An answer a provider batch returned: into the cache at the batch price, counted as made
+        (not cached) when this run asks for it."""
+        self.cache.put(key, answer_entry(teacher, body, sample, response_cost(teacher, body, batch=True)))
+        self.batched[key] = True
+
+    def estimate(self, state: TraceState, batch: Collection[str] = ()) -> list[Estimate]:
+        """Dry run: per eligible teacher, tokens and USD for this state; no network. Call in turn order:
+        the prompt cache is modelled per trace (`teachers.prompt_cache`): the prefix this state shares
+        with the trace's previous state at the cached price, the rest at full price, the trace's first
+        state at full price. Calls the response cache already holds are counted as `cached` and cost
+        nothing. `batch`: the teachers asked through a batch API: batch rates, and no prompt-cache hit
+        assumed (batches hit it best-effort)."""
         messages, tools = self.request(state)
         out = []
         for teacher in self.split(state)[0]:
-            keys = [self.key(teacher, state, s) for s in range(self.samples)]
-            hits = len(self.cache.get_many(keys))
-            out.append(estimate(teacher, messages, tools, self.expected_completion_tokens,
-                                calls=self.samples, cached=hits))
+            hits = sum(self.cache.get(self.key(teacher, state, s)) is not None for s in range(self.samples))
+            tokens = self._planned.predict(teacher, state.trace_id, messages, tools,
+                                           self.expected_completion_tokens)
+            paid = max(self.samples - hits, 0)
+            batched = teacher.name in batch
+            if_cached = cost_of(teacher, tokens, batch=True) * paid if batched else None
+            if batched:
+                tokens = Tokens(tokens.prompt, tokens.completion)
+            out.append(Estimate(teacher=teacher.name, model=teacher.model, calls=self.samples, cached=hits,
+                                prompt_tokens=tokens.prompt, completion_tokens=tokens.completion,
+                                cached_prompt_tokens=tokens.cached, batch=batched,
+                                cost_usd=cost_of(teacher, tokens, batch=batched) * paid,
+                                cost_usd_if_cached=if_cached))
         return out
 
+    def unpriced(self) -> dict[str, str]:
+        """Teacher name → why its calls cost 0.0 (no price for a custom endpoint, or none in the map)."""
+        return {t.name: reason for t in self.teachers if (reason := unpriced_reason(t))}
+
     # --- helpers -----------------------------------------------------------------------------------
-
-    def _accept(self, teacher: TeacherSpec, key: str, sample: int, body: dict[str, Any]) -> CacheEntry:
-        """On the worker thread, the moment an answer arrives: parse it, and store it if it is one."""
-        entry = self._entry(teacher, body, sample)
-        if entry.error:
-            raise MalformedAnswer(entry.error, entry)
-        self.cache.put(key, entry)  # committed before the loop hears of it: a killed run keeps it
-        return entry
-
-    def _retried(self, error: BaseException | None, counts: TeacherStats) -> None:
-        counts.retries += 1
-        if isinstance(error, MalformedAnswer):  # a bad answer is still a paid one
-            self._paid(error.entry, counts)
-
-    @staticmethod
-    def _paid(entry: CacheEntry, counts: TeacherStats) -> None:
-        counts.made += 1
-        counts.prompt_tokens += entry.prompt_tokens
-        counts.completion_tokens += entry.completion_tokens
-        counts.cost_usd += entry.cost_usd
 
     def _semaphores(self, teacher: str) -> tuple[asyncio.Semaphore, asyncio.Semaphore]:
         loop = asyncio.get_running_loop()
@@ -238,28 +285,24 @@ class TeacherPool:
             self._per[teacher] = asyncio.Semaphore(self.per_teacher)
         return self._global, self._per[teacher]
 
-    def _over_budget(self) -> bool:
-        return self.max_cost is not None and self.stats.cost_usd >= self.max_cost
+    def _accept(self, teacher: TeacherSpec, key: str, sample: int,
+                body: dict[str, Any]) -> tuple[CacheEntry, Tokens]:
+        """On the worker thread, the moment an answer arrives: parse it, and store it if it is one."""
+        entry = answer_entry(teacher, body, sample, response_cost(teacher, body))
+        if entry.error:
+            raise MalformedAnswer(entry.error, (entry, tokens_of(body)))
+        self.cache.put(key, entry)  # committed before the loop hears of it: a killed run keeps it
+        return entry, tokens_of(body)
+
+    def _retried(self, error: BaseException | None, counts: TeacherStats, paid: list[float]) -> None:
+        counts.retries += 1
+        if isinstance(error, MalformedAnswer):  # a bad answer is still a paid one
+            entry, tokens = error.entry
+            self._count_made(counts, entry, tokens)
+            paid[0] += entry.cost_usd
 
     def _redacted(self, proposal: Proposal) -> Proposal:
         if self.redact_key is None or proposal.action is None:
             return proposal
         return proposal.model_copy(update={"action": redact_action(proposal.action, self.redact_key)[0]})
 
-    @staticmethod
-    def _entry(teacher: TeacherSpec, body: dict[str, Any], sample: int) -> CacheEntry:
-        choices = body.get("choices") or [{}]
-        action, error = parse_action(choices[0].get("message") or {})
-        prompt_tokens, completion_tokens = usage(body)
-        return CacheEntry(model=teacher.model, sample=sample, response_json=orjson.dumps(body).decode(),
-                          action_json=action.model_dump_json() if action else None, error=error,
-                          prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
-                          cost_usd=call_cost(teacher.model, prompt_tokens, completion_tokens),
-                          created=time.time())
-
-    @staticmethod
-    def _proposal(base: dict[str, Any], entry: CacheEntry, cached: bool) -> Proposal:
-        action = Action.model_validate_json(entry.action_json) if entry.action_json else None
-        return Proposal(**base, action=action, error=entry.error, cached=cached,
-                        prompt_tokens=entry.prompt_tokens, completion_tokens=entry.completion_tokens,
-                        cost_usd=entry.cost_usd)

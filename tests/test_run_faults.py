@@ -175,7 +175,7 @@ def test_some_failed_states_under_max_failed_are_counted_and_sum(session: Path, 
 
 def test_budget_spent_is_said_and_never_an_empty_dataset(session: Path, tmp_path: Path,
                                                          capsys: pytest.CaptureFixture[str]) -> None:
-    """gpt-4o is priced in litellm's map: one answer of 1M prompt tokens spends the $1 budget."""
+    """Priced as gpt-4o (litellm's map): one answer billed 1M prompt tokens spends the $1 budget."""
     out = tmp_path / "out"
     before = first_run(session, out, tmp_path / "first.sqlite", capsys)
     priced = lambda body: Reply(chat_completion(  # noqa: E731
@@ -183,7 +183,8 @@ def test_budget_spent_is_said_and_never_an_empty_dataset(session: Path, tmp_path
     cache = tmp_path / "cache.sqlite"
     with LLMServer(priced) as server:
         args = ["--source", str(session), "--out", str(out), "--cache", str(cache),
-                "--teachers", pool(server.url, "gpt-4o"), "--concurrency", "1", "--max-cost", "1"]
+                "--teachers", pool(server.url, "gpt-4o") + "#price=gpt-4o", "--concurrency", "1",
+                "--max-cost", "1"]
         code, err = cli(capsys, *args)
         assert len(server.requests) == 1
     assert code == 1 and "3 of 4 states failed" in err and "3 of them because --max-cost" in err, err
