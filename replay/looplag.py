@@ -64,8 +64,9 @@ class QuietGC:
     and httpx's own cycles, measured). Once `catch_up` more objects are frozen, one full collection
     reclaims them: a pause of the order of a second, every ~15,000 calls; none on the fixtures."""
 
-    def __init__(self, interval: float = 0.1, catch_up: int = 1_000_000) -> None:
+    def __init__(self, interval: float = 0.1, catch_up: int = 1_000_000, check_every: int = 600) -> None:
         self.interval, self.catch_up = interval, catch_up
+        self.check_every = check_every  # ticks between counts of the frozen objects (O(n): once a minute)
         self.catch_ups = 0
         self._frozen = 0
 
@@ -81,7 +82,7 @@ class QuietGC:
             for tick in itertools.count(1):
                 await asyncio.sleep(self.interval)
                 gc.freeze()  # a list splice: O(1)
-                if tick % 100 == 0 and gc.get_freeze_count() > self._frozen + self.catch_up:  # O(n): rarely
+                if tick % self.check_every == 0 and gc.get_freeze_count() > self._frozen + self.catch_up:
                     gc.unfreeze()
                     gc.collect()
                     gc.freeze()

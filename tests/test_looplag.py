@@ -31,6 +31,6 @@ def test_quiet_gc_defers_cycles_then_catches_up() -> None:
                 await asyncio.sleep(0.01)
         return ref, lag.summary()["samples"]
 
-    with QuietGC(interval=0.01, catch_up=1_000) as quiet:
+    with QuietGC(interval=0.01, catch_up=1_000, check_every=10) as quiet:
         ref, samples = asyncio.run(asyncio.wait_for(main(quiet), 120))
     assert ref() is None and samples > 0
