@@ -47,17 +47,21 @@ class Side:
         return subprocess.Popen([sys.executable, "-m", "replay.run", *argv], cwd=self.checkout, env=self.env,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
-    def finish(self, child: subprocess.Popen[bytes]) -> None:
+    def finish(self, child: subprocess.Popen[bytes]) -> str | None:
+        """None when the run ended well, else its exit code and last line of stderr."""
         _, err = child.communicate()
-        if child.returncode:
-            raise SystemExit(f"run failed in {self.checkout}: {err.decode()[-1500:]}")
+        if not child.returncode:
+            return None
+        lines = err.decode(errors="replace").strip().splitlines() or [""]
+        return f"exit {child.returncode}: {lines[-1][:200]}"
 
     def answered(self) -> list[tuple[float, float, str]]:
         return read_log(self.log)
 
     def clean(self) -> tuple[int, bytes]:
         self.log.write_text("")
-        self.finish(self.spawn("clean", "clean.sqlite"))
+        if failure := self.finish(self.spawn("clean", "clean.sqlite")):
+            raise SystemExit(f"the clean run failed in {self.checkout}: {failure}")
         return len(self.answered()), (self.tmp / "clean" / "pairs.jsonl").read_bytes()
 
     def kill_resume(self, point: float, total: int, pairs: bytes) -> dict[str, object]:
@@ -71,7 +75,8 @@ class Side:
         victim.wait()
         before = self.answered()
         self.log.write_text("")
-        self.finish(self.spawn(name, f"{name}.sqlite"))
+        if failure := self.finish(self.spawn(name, f"{name}.sqlite")):
+            raise SystemExit(f"the resumed run failed in {self.checkout}: {failure}")
         again = {key for _, _, key in self.answered()}
         repeated = [(at, key) for at, _, key in before if key in again]
         return {"answered": len(before), "repeated": len(repeated),
@@ -79,12 +84,11 @@ class Side:
                 "oldest_ms": max((killed_at - at for at, _ in repeated), default=0.0) * 1000,
                 "same": (self.tmp / name / "pairs.jsonl").read_bytes() == pairs}
 
-    def two_runs(self) -> int:
+    def two_runs(self) -> tuple[int, list[str]]:
         self.log.write_text("")
         runs = [self.spawn(out, "shared.sqlite") for out in ("a", "b")]
-        for run in runs:
-            self.finish(run)
-        return len(self.answered())
+        failures = [failure for run in runs if (failure := self.finish(run))]
+        return len(self.answered()), failures
 
 
 def main() -> None:
@@ -115,8 +119,9 @@ def main() -> None:
                           f"{r['repeated']} asked again, {r['old']} of them answered >= 1 s before the "
                           f"kill (oldest {r['oldest_ms']:.0f} ms); dataset same as clean: {r['same']}",
                           flush=True)
-                both = side.two_runs()
-                print(f"{name}: two runs on one cache: {both} requests in all (one run: {total})", flush=True)
+                both, failures = side.two_runs()
+                print(f"{name}: two runs on one cache: {both} requests in all (one run: {total})"
+                      + (f"; failed: {'; '.join(failures)}" if failures else ""), flush=True)
             finally:
                 server.kill()
                 server.wait()

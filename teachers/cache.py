@@ -28,7 +28,7 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel
 
-from teachers.cache_store import CacheError, Writer, connect, explain, open_checked
+from teachers.cache_store import CacheError, Writer, open_checked
 from teachers.registry import safe_params
 
 __all__ = ["CacheEntry", "CacheError", "Lease", "ResponseCache", "cache_key", "default_cache_path"]
@@ -122,9 +122,10 @@ class ResponseCache:
             self._writer = Writer(self._db, self._lock, self.path)
         else:
             try:
-                self._writer = Writer(connect(self.path), threading.Lock(), self.path)
-            except sqlite3.Error as error:
-                raise CacheError(explain(self.path, error)) from error
+                self._writer = Writer(open_checked(self.path, check=False)[0], threading.Lock(), self.path)
+            except CacheError:
+                self._db.close()
+                raise
 
     # --- reads -------------------------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ commit (nor a wait on another process's write lock) ever runs on the event loop.
 
 from __future__ import annotations
 
+import itertools
 import queue
 import sqlite3
 import threading
@@ -45,6 +46,7 @@ SCHEMA = (
 _COLUMNS = {"key", "model", "sample", "response_json", "action_json", "error", "prompt_tokens",
             "completion_tokens", "cost_usd", "created"}
 _LOCK_WAIT = 30.0  # seconds a write waits for another process's write lock
+_REOPEN_WAIT = 0.05
 
 
 class CacheError(ReplayError):
@@ -58,8 +60,12 @@ def connect(path: Path) -> sqlite3.Connection:
     last commits, and FULL costs 5x per commit (207 vs 41 µs, measured).
     """
     db = sqlite3.connect(str(path), timeout=_LOCK_WAIT, isolation_level=None, check_same_thread=False)
-    db.execute("PRAGMA journal_mode=WAL")
-    db.execute("PRAGMA synchronous=NORMAL")
+    try:
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+    except BaseException:
+        db.close()
+        raise
     return db
 
 
@@ -85,9 +91,10 @@ def explain(path: Path, error: BaseException) -> str:
     return f"cache {path} cannot be used ({text})"
 
 
-def open_checked(path: Path) -> tuple[sqlite3.Connection, str | None]:
-    """(connection, notice): a cache file checked whole and writable; notice says what SQLite
-    repaired, None when nothing was wrong. Raises CacheError."""
+def open_checked(path: Path, check: bool = True) -> tuple[sqlite3.Connection, str | None]:
+    """(connection, notice): a cache file checked whole (unless not `check`: a second connection to a
+    file just checked) and writable; notice says what SQLite repaired, None when nothing was wrong.
+    Raises CacheError."""
     if str(path) != ":memory:":
         if path.is_dir():
             raise CacheError(f"cache {path} is a folder, not a SQLite file: pass --cache FILE")
@@ -95,17 +102,33 @@ def open_checked(path: Path) -> tuple[sqlite3.Connection, str | None]:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as error:
             raise CacheError(f"cache {path}: its folder cannot be created ({error.strerror})") from error
+    for waited in itertools.count():
+        try:
+            return _open_once(path, check)
+        except sqlite3.OperationalError as error:
+            # Two runs creating one cache at once: SQLite refuses one of them at once (no busy wait,
+            # to avoid a deadlock) while the other switches the file to WAL. Ask again, briefly.
+            if "locked" not in str(error) or waited * _REOPEN_WAIT >= _LOCK_WAIT:
+                raise CacheError(explain(path, error)) from error
+            time.sleep(_REOPEN_WAIT)
+        except sqlite3.Error as error:
+            raise CacheError(explain(path, error)) from error
+    raise AssertionError("unreachable")
+
+
+def _open_once(path: Path, check: bool) -> tuple[sqlite3.Connection, str | None]:
+    db = connect(path)
     try:
-        db = connect(path)
-        notice = _repair(db, path)
+        notice = _repair(db, path) if check else None
         _check_tables(db, path)
         for statement in SCHEMA:
             db.execute(statement)
         # A real write (leases long expired), so a file that cannot be written fails now, not at the
         # first answer (WAL lets a read-only file begin a transaction; only a write is refused).
         db.execute("DELETE FROM inflight WHERE expires < ?", (time.time() - 86400,))
-    except sqlite3.Error as error:
-        raise CacheError(explain(path, error)) from error
+    except BaseException:
+        db.close()
+        raise
     return db, notice
 
 

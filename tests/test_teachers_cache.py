@@ -7,6 +7,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 from teachers.cache import CacheEntry, ResponseCache, cache_key, default_cache_path
@@ -60,3 +61,23 @@ def test_default_path_follows_replay_cache(tmp_path: Path, monkeypatch) -> None:
     assert ResponseCache().path == tmp_path / "env" / "x.sqlite" and (tmp_path / "env").is_dir()
     monkeypatch.delenv("REPLAY_CACHE")
     assert default_cache_path().parts[-2:] == ("teacher-replay", "cache.sqlite")
+
+
+def test_runs_creating_one_cache_at_once_all_open_it(tmp_path: Path) -> None:
+    """SQLite refuses one of two connections switching a new file to WAL at once (no busy wait, to
+    avoid a deadlock); the cache asks again instead of failing the run."""
+    path, start = tmp_path / "new.sqlite", tmp_path / "go"
+    script = textwrap.dedent(f"""
+        import os, time
+        from teachers.cache import ResponseCache
+        while not os.path.exists({str(start)!r}):
+            time.sleep(0.001)
+        ResponseCache({str(path)!r}).close()
+    """)
+    children = [subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stderr=subprocess.PIPE)
+                for _ in range(6)]
+    time.sleep(2)  # let them all reach the start line (a slow start only makes the race milder)
+    start.write_text("go")
+    errors = [child.communicate(timeout=120)[1].decode() for child in children]
+    assert [child.returncode for child in children] == [0] * 6, errors
+    assert sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone()[0] == "wal"
