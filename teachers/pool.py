@@ -139,10 +139,10 @@ class TeacherPool:
                 if self.batched.pop(key, None) is not None:  # this run's batch paid for it
                     self._count_made(counts, entry, tokens_of(orjson.loads(entry.response_json or "{}")),
                                      batched=True)
-                    return self._redacted(to_proposal(base, entry, cached=False))
+                    return await blocking(self._redacted, to_proposal(base, entry, cached=False))
                 counts.cached += 1
                 counts.waited += waited
-                return self._redacted(to_proposal(base, entry, cached=True))
+                return await blocking(self._redacted, to_proposal(base, entry, cached=True))
             if (other := self._asking.get(key)) is not None:  # the same call, asked by this run
                 await asyncio.wait([other])
                 waited = True
@@ -198,7 +198,7 @@ class TeacherPool:
             finally:
                 await self.spend.settle(held, paid[0])
         self._count_made(counts, entry, tokens)
-        return self._redacted(to_proposal(base, entry, cached=False))
+        return await blocking(self._redacted, to_proposal(base, entry, cached=False))
 
     async def _request(self, state: TraceState) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """`request(state)` built once on a worker thread, however many teachers x samples ask."""
@@ -302,6 +302,7 @@ class TeacherPool:
             paid[0] += entry.cost_usd
 
     def _redacted(self, proposal: Proposal) -> Proposal:
+        """The answer redacted like the state it answers (a regex pass: run on a worker thread)."""
         if self.redact_key is None or proposal.action is None:
             return proposal
         return proposal.model_copy(update={"action": redact_action(proposal.action, self.redact_key)[0]})
