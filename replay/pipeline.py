@@ -76,6 +76,7 @@ def run(config: RunConfig, console: Console | None = None) -> Report:
     console = console or Console(stderr=True)
     if config.pool is not None and not config.dry_run:
         check_credentials(config.pool.teachers)  # before ingesting: a run without keys would only fail
+        check_export(config)  # templates and tokenizers that do not load fail now, not after paying
     report, _ = ingest_to_file(config.source, config.out, config.ingest, console)
     report.dry_run = config.dry_run
     write_json(config.out / CONFIG_FILE, config.model_dump(mode="json"))
@@ -173,32 +174,33 @@ def _fill_report(report: Report, pool: TeacherPool, outcomes: Any, judge: Any) -
         report.cost_usd = round(report.cost_usd + judge.cost_usd, 6)
 
 
+def check_export(config: RunConfig) -> None:
+    """Load what the export will need (templates, tokenizers) so a typo fails before any call."""
+    from ingestion.budget import counter_for
+    from replay.checks import load_templates
+
+    load_templates(config.export)
+    counter_for(config.export.tokenizer)
+    if config.export.preflight_tokenizer:
+        counter_for(config.export.preflight_tokenizer)
+
+
 def export_pairs(config: RunConfig, rows: list[dict[str, Any]], report: Report) -> None:
-    """Pre-flight (optional), then the dataset, pairs.jsonl and the dataset card."""
+    """Length re-check and pre-flight, then the dataset, pairs.jsonl and the dataset card."""
+    from replay.card import run_card_info
+    from replay.checks import check_rows
     from replay.export import export_dataset, push_to_hub, write_card
 
-    if config.export.preflight_tokenizer:
-        from replay.preflight import preflight
-
-        rows, dropped = preflight(rows, config.export.preflight_tokenizer, config.export.max_length)
-        report.preflight_dropped = sum(dropped.values())
-        report.extra["preflight_dropped_by_reason"] = dict(dropped)
-    export_dataset(rows, config.out)
+    rows, checks = check_rows(rows, config.export)
+    report.preflight_dropped = sum(checks["dropped"].values())
+    report.extra["preflight_dropped_by_reason"] = checks["dropped"]
+    report.extra["lengths"] = checks["lengths"]
+    if checks["templates"]:
+        report.extra["preflight_templates"] = checks["templates"]
+    dataset = export_dataset(rows, config.out, test_split=config.export.test_split)
     report.extra["dataset_rows"] = len(rows)
-    write_card(config.out, _card_info(config, rows, report))
+    if config.export.test_split is not None:
+        report.extra["splits"] = {name: part.num_rows for name, part in dataset.items()}
+    write_card(config.out, run_card_info(config, rows, report))
     if config.export.push_to_hub:
         push_to_hub(config.out, config.export.push_to_hub)
-
-
-def _card_info(config: RunConfig, rows: list[dict[str, Any]], report: Report) -> dict[str, Any]:
-    teachers = sorted(report.extra.get("per_teacher", {}))
-    return {
-        "pairs": len(rows), "sources": [str(config.source)],
-        "student_models": sorted({r["student_model"] for r in rows if r.get("student_model")}),
-        "teachers": teachers, "excluded_teachers": report.excluded_same_family,
-        "method": config.consensus.method, "min_agreement": config.consensus.min_agreement,
-        "counts": {"states": report.states, "all_teachers_excluded": report.states_all_teachers_excluded,
-                   "abstained": report.consensus["abstained"], "agree": report.agree,
-                   "pairs": report.pairs, "preflight_dropped": report.preflight_dropped},
-        "cost_usd": report.cost_usd, "command": config.command,
-    }

@@ -11,6 +11,7 @@ import orjson
 from ingestion.budget import cut_text, cut_value, message_chars
 from ingestion.claude_code.convert import user_messages
 from ingestion.claude_code.session import Group, Node, Session
+from ingestion.messages import is_user, join_users, merge_user_runs
 from ingestion.stats import IngestStats
 
 MISSING_RESULT = "[no tool result was recorded in the session]"
@@ -66,12 +67,24 @@ class MessageCache:
         self.stats = stats
         self._user: dict[str, list[dict[str, Any]]] = {}
         self._assistant: dict[str, dict[str, Any] | None] = {}
+        self._names: dict[str, str] | None = None
 
     def user(self, node: Node) -> list[dict[str, Any]]:
         cached = self._user.get(node.uuid)
         if cached is None:
-            cached = self._user[node.uuid] = [self._cut(m) for m in user_messages(node.content)]
+            cached = self._user[node.uuid] = [self._cut(self._named(m)) for m in user_messages(node.content)]
         return cached
+
+    def _named(self, message: dict[str, Any]) -> dict[str, Any]:
+        """A tool message gains the name of the tool it answers (templates such as Hermes need it)."""
+        if message.get("role") != "tool":
+            return message
+        if self._names is None:
+            self._names = {call.id: call.name for group in self.session.groups.values()
+                           for call in group.action.tool_calls}
+        name = self._names.get(message.get("tool_call_id") or "")
+        return message if name is None else {"role": "tool", "tool_call_id": message["tool_call_id"],
+                                             "name": name, "content": message.get("content", "")}
 
     def assistant(self, group: Group) -> dict[str, Any] | None:
         if group.key not in self._assistant:
@@ -124,10 +137,10 @@ class HistoryBuilder:
         if base.clean and seg_results <= seg_calls and not seg_calls & base.calls:
             # Nothing new answers an old call: pairing the new part alone gives the same result.
             tail, missing, orphans = pair_tool_results(segment, lookup)
-            paired = base.paired + tail
-            chars = base.chars + sum(message_chars(m) for m in tail)
+            paired, chars = _extend(base.paired, base.chars, merge_user_runs(tail))
         else:
             paired, missing, orphans = pair_tool_results(base.raw + segment, lookup)
+            paired = merge_user_runs(paired)
             chars = sum(message_chars(m) for m in paired)
         self.stats.budget["missing_tool_results"] += missing
         self.stats.budget["orphan_tool_results"] += orphans
@@ -161,6 +174,17 @@ class HistoryBuilder:
             return next((m for m in self.cache.user(node) if m.get("tool_call_id") == call_id), None)
 
         return lookup
+
+
+def _extend(paired: list[dict[str, Any]], chars: int, tail: list[dict[str, Any]]
+            ) -> tuple[list[dict[str, Any]], int]:
+    """`paired + tail` with user messages meeting at the seam merged, and its size in characters."""
+    chars += sum(message_chars(m) for m in tail)
+    if paired and tail and is_user(paired[-1]) and is_user(tail[0]):
+        joined = join_users(paired[-1], tail[0])
+        chars += message_chars(joined) - message_chars(paired[-1]) - message_chars(tail[0])
+        return [*paired[:-1], joined, *tail[1:]], chars
+    return paired + tail, chars
 
 
 def pair_tool_results(messages: list[dict[str, Any]],
@@ -200,7 +224,8 @@ def pair_tool_results(messages: list[dict[str, Any]],
             result = results.get(call_id) or lookup(call_id)
             if result is None:
                 missing += 1
-                result = {"role": "tool", "tool_call_id": call_id, "content": MISSING_RESULT}
+                result = {"role": "tool", "tool_call_id": call_id,
+                          "name": (call.get("function") or {}).get("name") or "", "content": MISSING_RESULT}
             out.append(result)
     orphans = len(set(results) - used)
     return out, missing, orphans

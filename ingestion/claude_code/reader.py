@@ -7,11 +7,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ingestion.budget import fit_context
+from ingestion.budget import Budget
 from ingestion.claude_code.convert import is_turn
 from ingestion.claude_code.history import HistoryBuilder, MessageCache
 from ingestion.claude_code.session import Group, Node, Session, load_session
-from ingestion.claude_code.tools import trace_tools
+from ingestion.claude_code.tools import recorded_tools, trace_tools
 from ingestion.options import IngestOptions
 from ingestion.prompt import system_message
 from ingestion.schema import TraceState, make_state_id
@@ -42,7 +42,8 @@ def session_states(path: Path, options: IngestOptions, stats: IngestStats,
     if not session.nodes:
         stats.problem(str(path), None, "no_conversation", action="file")
         return
-    history = HistoryBuilder(session, MessageCache(session, options.max_message_chars, stats), stats)
+    history = HistoryBuilder(session, MessageCache(session, options.message_limit(), stats), stats)
+    budget = Budget(options)
     for trace in _traces(session, path, subagent_file):
         if trace.sidechain and not options.include_subagents:
             stats.skipped_traces["subagent"] += 1
@@ -51,7 +52,7 @@ def session_states(path: Path, options: IngestOptions, stats: IngestStats,
             stats.skipped_traces["warmup"] += 1
             continue
         stats.traces += 1
-        yield from _trace_states(session, trace, history, options, stats, seen_messages)
+        yield from _trace_states(session, trace, history, budget, stats, seen_messages)
 
 
 def _traces(session: Session, path: Path, subagent_file: bool) -> list[Trace]:
@@ -98,7 +99,7 @@ def _is_warmup(session: Session, trace: Trace) -> bool:
     return bool(prompts) and prompts[0].content.strip() == "Warmup"
 
 
-def _trace_states(session: Session, trace: Trace, history: HistoryBuilder, options: IngestOptions,
+def _trace_states(session: Session, trace: Trace, history: HistoryBuilder, budget: Budget,
                   stats: IngestStats, seen_messages: set[str]) -> Iterator[TraceState]:
     turns: list[Group] = []
     for group in trace.groups:
@@ -108,7 +109,7 @@ def _trace_states(session: Session, trace: Trace, history: HistoryBuilder, optio
             stats.skipped_turns["no_text_or_tool_use"] += 1
         else:
             turns.append(group)
-    tools = trace_tools(call for g in turns for call in g.action.tool_calls)
+    tools = _tools_at(session, turns)
     for turn, group in enumerate(turns):
         # Numbered before dedup so a state keeps its id whichever files a run reads.
         if group.key in seen_messages:
@@ -116,19 +117,17 @@ def _trace_states(session: Session, trace: Trace, history: HistoryBuilder, optio
             continue
         seen_messages.add(group.key)
         stats.states += 1
-        yield _state(session, trace, turn, group, _tools_at(session, group, tools), history, options, stats)
+        yield _state(session, trace, turn, group, tools, history, budget, stats)
 
 
-def _tools_at(session: Session, group: Group, default: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Recorded request shapes (CLI 2.1.3xx) win: the latest one before the turn."""
-    recorded = [tools for seq, tools in session.shapes if seq < group.first.seq]
-    if recorded:
-        return recorded[-1]
-    return session.shapes[0][1] if session.shapes else default
+def _tools_at(session: Session, turns: list[Group]) -> list[dict[str, Any]]:
+    """One tool list per trace: recorded request shapes (CLI 2.1.3xx) win over the default set."""
+    return trace_tools((call for g in turns for call in g.action.tool_calls),
+                       recorded_tools(tools for _seq, tools in session.shapes))
 
 
 def _state(session: Session, trace: Trace, turn: int, group: Group, tools: list[dict[str, Any]],
-           history: HistoryBuilder, options: IngestOptions, stats: IngestStats) -> TraceState:
+           history: HistoryBuilder, budget: Budget, stats: IngestStats) -> TraceState:
     first = group.first
     envelope = first.envelope
     metadata: dict[str, Any] = {
@@ -142,11 +141,13 @@ def _state(session: Session, trace: Trace, turn: int, group: Group, tools: list[
     before, chars = history.build(group)
     system = system_message(metadata, tools)
     messages = [system, *before]
-    messages, dropped = fit_context(messages, options.max_prompt_tokens, tools,
-                                    chars=chars + len(system["content"]))
+    messages, dropped, over = budget.fit(messages, tools, group.action.to_message(),
+                                         chars=chars + len(system["content"]))
     if dropped:
         stats.budget["states_trimmed"] += 1
         stats.budget["dropped_messages"] += dropped
+    if over:
+        stats.budget["states_over_max_length" if budget.max_length else "states_over_prompt_budget"] += 1
     # Every field is built above from typed parts (Action is validated); re-validating each of the
     # hundreds of history messages of every state cost a fifth of ingestion.
     return TraceState.model_construct(
