@@ -52,6 +52,7 @@ teacher LLMs answered; their consensus is `chosen`, the student's real action is
 _PATH_FLAGS = {"--source", "--out", "--cache", "--run"}
 _TOKENIZER_FLAGS = {"--tokenizer", "--preflight-tokenizer", "--preflight-template"}
 _ENDPOINT_FLAGS = {"--teachers", "--judge"}
+_PLAIN = re.compile(r"[\w@%+=:,./<>-]+")
 _HUB_NAME = re.compile(r"[\w.-]+(?:/[\w.-]+)?")
 _URL = re.compile(r"[A-Za-z][\w+.-]*://[^\s'\"`|)]+")
 _PATH = re.compile(r"(?<![\w<>.])(?:~|/)[\w.@%+-]*(?:/[\w.@%+*-]+)+/?")
@@ -101,7 +102,8 @@ def public_command(command: str) -> str:
             out.append(_public_value(words[index - 1], word))
         else:
             out.append(word)
-    return scrub(shlex.join(out))
+    # Quoted as a shell would need, except the placeholders (they are not meant to be run as they are).
+    return scrub(" ".join(w if _PLAIN.fullmatch(w) else shlex.quote(w) for w in out))
 
 
 def _size_category(n: int) -> str:

@@ -62,8 +62,8 @@ def build_tokenizer(out_dir: str | Path, corpus: list[str] | None = None, vocab_
 
     By default tokens stay inside GPT-2's pre-tokens (words, runs of spaces or newlines), as real
     byte-level BPEs do. `across_words` lets merges span spaces (only newlines split), which is how a
-    2,000-token vocabulary trained on agent traces reaches ~4 characters per token of rendered rows on them, like the
-    large vocabularies of real models."""
+    2,000-token vocabulary trained on agent traces reaches ~4 characters per token of rendered rows,
+    like the large vocabularies of real models."""
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
