@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from configs import config_path
+from ingestion.budget import load_tokenizer
 from ingestion.schema import ReplayError
 
 TEMPLATES_DIR = "chat_templates"
@@ -95,12 +96,13 @@ def load_template(spec: str) -> ChatTemplate:
     path = Path(spec).expanduser()
     if path.suffix in (".jinja", ".j2") and path.is_file():
         return ChatTemplate(name=path.stem, text=path.read_text(encoding="utf-8"), source="file")
+    names = ", ".join(sorted(shipped()))
+    if not path.exists() and (spec.startswith(("/", ".", "~")) or path.suffix in (".jinja", ".j2")):
+        raise TemplateError(f"--preflight-template {spec}: no such file, and not a shipped template "
+                            f"({names})")
     try:
-        from replay.preflight import load_tokenizer
-
         tokenizer = load_tokenizer(spec)
-    except Exception as error:  # transformers raises OSError, ValueError, HTTP errors... one line is enough
-        names = ", ".join(sorted(shipped()))
+    except ReplayError as error:
         raise TemplateError(f"--preflight-template {spec}: not a shipped template ({names}), a .jinja file "
-                            f"or a tokenizer ({type(error).__name__})") from None
+                            f"or a tokenizer that loads ({error})") from None
     return tokenizer_template(tokenizer, path.name if path.exists() else spec)

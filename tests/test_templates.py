@@ -98,8 +98,8 @@ def test_a_template_is_a_name_a_file_or_a_tokenizer(tmp_path: Path) -> None:
     template = load_template(str(tokenizer_dir))
     assert template.tokenizer is not None and template.name == "tok"
     assert row_problems(HAND_CHECKED[0][0], template, max_length=20) == (["too_long"], None)
-    with pytest.raises(TemplateError, match="not a shipped template"):
-        load_template(str(tmp_path / "missing"))
+    with pytest.raises(TemplateError, match="no such file, and not a shipped template"):
+        load_template(str(tmp_path / "missing.jinja"))
 
 
 # --- the ingestion fixes, rendered ---------------------------------------------------------------------
