@@ -29,17 +29,15 @@ Pure functions; the caller counts what was cut.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from functools import lru_cache
-from pathlib import Path
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import orjson
 
 from ingestion.options import CHARS_PER_TOKEN, IngestOptions
-from ingestion.schema import ReplayError
-
-MESSAGE_OVERHEAD = 8  # tokens a chat template adds around one message (role markers, separators)
+from ingestion.schema import TraceState
+from ingestion.stats import IngestStats
+from ingestion.tokens import MESSAGE_OVERHEAD, TokenCounter, counter_for
 
 
 def cut_text(text: str, limit: int) -> str:
@@ -72,6 +70,29 @@ def cut_value(value: Any, limit: int) -> Any:
     return value
 
 
+def cut_message(message: dict[str, Any], limit: int) -> dict[str, Any]:
+    """A message with its text and tool-call argument strings cut to `limit` characters (head + tail);
+    the message itself when nothing is over. Pure: the same message is cut the same in every state.
+
+    >>> cut_message({"role": "tool", "content": "abcdefghij"}, 4)["content"]
+    'ab\\n[... 6 characters cut ...]\\nij'
+    >>> m = {"role": "user", "content": "short"}
+    >>> cut_message(m, 10) is m
+    True
+    """
+    content = message.get("content") or ""
+    calls = message.get("tool_calls")
+    long_calls = bool(calls) and len(orjson.dumps(calls)) > limit
+    if len(content) <= limit and not long_calls:
+        return message
+    out = dict(message, content=cut_text(content, limit))
+    if long_calls:
+        out["tool_calls"] = [dict(c, function={"name": c["function"]["name"],
+                                               "arguments": cut_value(c["function"]["arguments"], limit)})
+                             for c in calls]
+    return message if out == message else out
+
+
 def message_chars(message: dict[str, Any]) -> int:
     """Rough size of a message as sent: its text plus its tool calls as JSON.
 
@@ -94,65 +115,6 @@ def estimate_tokens(messages: list[dict[str, Any]], tools: list[dict[str, Any]] 
     if tools:
         chars += len(orjson.dumps(tools))
     return chars // CHARS_PER_TOKEN
-
-
-@lru_cache(maxsize=4)
-def load_tokenizer(name: str) -> Any:
-    """A Hugging Face tokenizer from a local path or Hub name (loaded once per run)."""
-    try:
-        from transformers import AutoTokenizer
-
-        return AutoTokenizer.from_pretrained(name)
-    except Exception as error:  # ImportError, OSError, ValueError, HTTP errors: one line says it
-        raise ReplayError(f"tokenizer {name}: cannot load it ({type(error).__name__}: "
-                          f"{str(error).splitlines()[0] if str(error) else ''})") from None
-
-
-class TokenCounter:
-    """Tokens of texts and messages: a tokenizer's count, else CHARS_PER_TOKEN characters per token.
-
-    >>> counter = TokenCounter()
-    >>> counter.text("x" * 41), counter.message({"role": "user", "content": "x" * 40})
-    (11, 18)
-    """
-
-    def __init__(self, tokenizer: Any = None) -> None:
-        self.tokenizer = load_tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer
-        # The name report.json and the card show: a Hub name, or a local folder's last part.
-        name = str(getattr(self.tokenizer, "name_or_path", "") or "tokenizer")
-        self.name = "estimate" if tokenizer is None else Path(name).name if Path(name).exists() else name
-        self.text: Callable[[str], int] = (lru_cache(maxsize=1 << 16)(self._tokenized)
-                                           if self.tokenizer is not None else _estimated)
-
-    def _tokenized(self, text: str) -> int:
-        return len(self.tokenizer.encode(text, add_special_tokens=False)) if text else 0
-
-    def message(self, message: dict[str, Any]) -> int:
-        """Tokens of one message as a chat template renders it: text, tool calls, overhead."""
-        tokens = self.text(message.get("content") or "") + MESSAGE_OVERHEAD
-        for call in message.get("tool_calls") or ():
-            function = call.get("function") or {}
-            tokens += self.text(str(function.get("name") or "")) + self.text(_json(function.get("arguments")))
-        return tokens
-
-    def tools(self, tools: list[dict[str, Any]] | None) -> int:
-        return self.text(_json(tools)) if tools else 0
-
-
-def _estimated(text: str) -> int:
-    return -(-len(text) // CHARS_PER_TOKEN)
-
-
-def _json(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    return orjson.dumps(value).decode()
-
-
-@lru_cache(maxsize=4)
-def counter_for(tokenizer: str | None) -> TokenCounter:
-    """One counter per tokenizer per process (loading a tokenizer takes a while)."""
-    return TokenCounter(tokenizer)
 
 
 def trim_start(sizes: list[int], roles: list[str], head: int, excess: int, step: int) -> int:
@@ -238,6 +200,30 @@ class Budget:
                            max((grid - fixed) // 2, 1))
         kept = total - sum(sizes[head:start])
         return messages[:head] + messages[start:], start - head, kept > limit
+
+
+def fit_states(states: Iterable[TraceState], options: IngestOptions,
+               stats: IngestStats) -> Iterator[TraceState]:
+    """Budgets for states read whole (collected rollouts): each message cut, then the state fitted."""
+    budget = Budget(options)
+    limit = options.message_limit()
+    for state in states:
+        messages = []
+        for message in state.messages:
+            messages.append(cut := cut_message(message, limit))
+            stats.budget["truncated_messages"] += cut is not message
+        messages, dropped, over = budget.fit(messages, state.tools, state.student_action.to_message())
+        count_fit(stats, budget, dropped, over)
+        yield state.model_copy(update={"messages": messages})
+
+
+def count_fit(stats: IngestStats, budget: Budget, dropped: int, over: bool) -> None:
+    """The report's `budget` counters for one fitted state."""
+    if dropped:
+        stats.budget["states_trimmed"] += 1
+        stats.budget["dropped_messages"] += dropped
+    if over:
+        stats.budget["states_over_max_length" if budget.max_length else "states_over_prompt_budget"] += 1
 
 
 def fit_context(messages: list[dict[str, Any]], max_tokens: int, tools: list[dict[str, Any]] | None = None,

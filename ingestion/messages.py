@@ -9,7 +9,8 @@ state of a trace (decision C1).
   Mistral templates raise on two user turns in a row ("[Request interrupted by user]" then the next
   prompt is the usual case).
 - Tool messages carry the `name` of the tool they answer (the Hermes template and TRL's tool examples
-  require it); set where results are paired with their calls.
+  require it); set where Claude Code results are paired with their calls, and by `fix_messages` for
+  collected rollouts (which record each request whole).
 """
 
 from __future__ import annotations
@@ -66,3 +67,38 @@ def merge_user_runs(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         else:
             out.append(message)
     return out
+
+
+def name_tool_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Tool messages without a `name` get the name of the call they answer (from the assistant
+    messages before them); other messages are the same objects.
+
+    >>> call = {"id": "c", "function": {"name": "bash"}}
+    >>> msgs = [{"role": "assistant", "content": "", "tool_calls": [call]},
+    ...         {"role": "tool", "tool_call_id": "c", "content": "ok"}]
+    >>> name_tool_messages(msgs)[1]["name"]
+    'bash'
+    """
+    names: dict[str, str] = {}
+    out = []
+    for message in messages:
+        for call in message.get("tool_calls") or ():
+            names[str(call.get("id"))] = str((call.get("function") or {}).get("name") or "")
+        if message.get("role") == "tool" and "name" not in message and message.get("tool_call_id") in names:
+            message = {**message, "name": names[message["tool_call_id"]]}
+        out.append(message)
+    return out
+
+
+def fix_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """All three fixes, for messages read whole (collected rollouts record each request as sent).
+
+    >>> msgs = [{"role": "user", "content": "a"}, {"role": "user", "content": "b"},
+    ...         {"role": "assistant", "content": "\\n\\nc"}]
+    >>> [m["content"] for m in fix_messages(msgs)]
+    ['a\\n\\nb', 'c']
+    """
+    fixed = [{**m, "content": strip_blank_lines(m["content"])}
+             if m.get("role") == "assistant" and isinstance(m.get("content"), str)
+             and m["content"] != strip_blank_lines(m["content"]) else m for m in messages]
+    return merge_user_runs(name_tool_messages(fixed))

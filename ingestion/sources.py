@@ -57,7 +57,13 @@ def _file_states(path: Path, options: IngestOptions, stats: IngestStats,
     if rollout_folder(path) is not None:   # collect.run --agent claude-code: session + proxy records
         return iter_claude_rollout_states(path, options, stats, seen_messages)
     if path.name.endswith(ROLLOUT_SUFFIX):
+        from ingestion.budget import fit_states
+        from ingestion.messages import fix_messages
         from ingestion.rollouts import iter_rollout_states
 
-        return iter_rollout_states(path, stats)
+        # A rollout's turns are its recorded requests, whole: the message fixes chat templates need,
+        # and budgets only for a training length (the student saw them whole).
+        states = (s.model_copy(update={"messages": fix_messages(s.messages)})
+                  for s in iter_rollout_states(path, stats))
+        return fit_states(states, options, stats) if options.max_length else states
     return session_states(path, options, stats, seen_messages)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from ingestion.budget import counter_for
+from ingestion.tokens import counter_for
 from replay.lengths import fit_rows
 from replay.options import ExportOptions
 from replay.templates import ChatTemplate, load_template

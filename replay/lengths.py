@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from ingestion.budget import TokenCounter
+from ingestion.tokens import TokenCounter
 
 PERCENTILES = (50, 90, 95, 99, 100)
 

@@ -176,7 +176,7 @@ def _fill_report(report: Report, pool: TeacherPool, outcomes: Any, judge: Any) -
 
 def check_export(config: RunConfig) -> None:
     """Load what the export will need (templates, tokenizers) so a typo fails before any call."""
-    from ingestion.budget import counter_for
+    from ingestion.tokens import counter_for
     from replay.checks import load_templates
 
     load_templates(config.export)

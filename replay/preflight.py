@@ -38,7 +38,7 @@ PROBLEMS = (*DROP_REASONS, "tool_calls_not_rendered", "content_not_rendered", "c
 def load_tokenizer(tokenizer: Any):
     """A tokenizer object as is, or one loaded from a path or Hub name."""
     if isinstance(tokenizer, str | Path):
-        from ingestion.budget import load_tokenizer as load
+        from ingestion.tokens import load_tokenizer as load
 
         return load(str(tokenizer))
     return tokenizer

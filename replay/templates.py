@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from configs import config_path
-from ingestion.budget import load_tokenizer
 from ingestion.schema import ReplayError
+from ingestion.tokens import load_tokenizer
 
 TEMPLATES_DIR = "chat_templates"
 

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from ingestion.budget import MESSAGE_OVERHEAD, Budget, TokenCounter, trim_start
+from ingestion.budget import Budget, trim_start
 from ingestion.options import IngestOptions
 from ingestion.sources import iter_states
 from ingestion.stats import IngestStats
+from ingestion.tokens import MESSAGE_OVERHEAD, TokenCounter
 from tests.sessions import assistant, envelope, text, tool_result, tool_use, user, write_session
 from tests.tiny_model import build_tokenizer
 
@@ -168,3 +169,15 @@ def test_tool_names_blank_lines_and_alternating_roles(tmp_path: Path) -> None:
     assert last[4]["content"] == "[Request interrupted by user]\n\nonly python files please"
     assert last[5]["content"] == "There is one: a.py."
     assert states[1].messages == last[:len(states[1].messages)]  # merging keeps the prefix property
+
+
+def test_collected_rollouts_get_tool_names_and_budgets(tmp_path: Path) -> None:
+    from tests.test_rollouts import FINAL, write
+
+    path = write(tmp_path / "toy__calc-1.run1.rollout.jsonl", FINAL)
+    states, _ = ingest(path)
+    assert states[1].messages[-1]["name"] == "bash" and states[1].messages[-1]["tool_call_id"] == "c0"
+    fitted, stats = ingest(path, max_length=8192)
+    assert [s.messages for s in fitted] == [s.messages for s in states]  # they fit: nothing cut
+    _, stats = ingest(path, max_length=400)
+    assert stats.budget["states_over_max_length"] == 2  # the agent's tool schemas alone are longer

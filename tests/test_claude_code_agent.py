@@ -213,7 +213,8 @@ def test_each_turn_gets_the_tokens_of_the_request_that_produced_it(tmp_path: Pat
         1.0, "toy__calc-1", "claude-code")
     assert first.metadata["session_id"] == "sess-1" and first.metadata["cwd"] == "/testbed"
     assert "replace_all" not in first.student_action.tool_calls[0].arguments   # what the student generated
-    assert second.messages[-1] == {"role": "tool", "tool_call_id": "call_0", "content": "edited"}
+    assert second.messages[-1] == {"role": "tool", "tool_call_id": "call_0", "name": "Edit",
+                                   "content": "edited"}
     assert second.student_action.content == "Fixed."
     assert second.metadata["completion_token_ids"] == [20, 21, 22]
     assert unmatched.metadata["completion_token_ids"] is None and unmatched.metadata["reward"] == 1.0

@@ -6,9 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
-from ingestion.budget import cut_text, cut_value, message_chars
+from ingestion.budget import cut_message, message_chars
 from ingestion.claude_code.convert import user_messages
 from ingestion.claude_code.session import Group, Node, Session
 from ingestion.messages import is_user, join_users, merge_user_runs
@@ -96,18 +94,8 @@ class MessageCache:
         return self._assistant[group.key]
 
     def _cut(self, message: dict[str, Any]) -> dict[str, Any]:
-        content = message.get("content") or ""
-        calls = message.get("tool_calls")
-        long_calls = bool(calls) and len(orjson.dumps(calls)) > self.limit
-        if len(content) <= self.limit and not long_calls:
-            return message
-        out = dict(message, content=cut_text(content, self.limit))
-        if long_calls:
-            out["tool_calls"] = [dict(c, function={"name": c["function"]["name"],
-                                                   "arguments": cut_value(c["function"]["arguments"],
-                                                                          self.limit)})
-                                 for c in calls]
-        if out != message:
+        out = cut_message(message, self.limit)
+        if out is not message:
             self.stats.budget["truncated_messages"] += 1
         return out
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ingestion.budget import Budget
+from ingestion.budget import Budget, count_fit
 from ingestion.claude_code.convert import is_turn
 from ingestion.claude_code.history import HistoryBuilder, MessageCache
 from ingestion.claude_code.session import Group, Node, Session, load_session
@@ -143,11 +143,7 @@ def _state(session: Session, trace: Trace, turn: int, group: Group, tools: list[
     messages = [system, *before]
     messages, dropped, over = budget.fit(messages, tools, group.action.to_message(),
                                          chars=chars + len(system["content"]))
-    if dropped:
-        stats.budget["states_trimmed"] += 1
-        stats.budget["dropped_messages"] += dropped
-    if over:
-        stats.budget["states_over_max_length" if budget.max_length else "states_over_prompt_budget"] += 1
+    count_fit(stats, budget, dropped, over)
     # Every field is built above from typed parts (Action is validated); re-validating each of the
     # hundreds of history messages of every state cost a fifth of ingestion.
     return TraceState.model_construct(
