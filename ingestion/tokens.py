@@ -21,10 +21,12 @@ MESSAGE_OVERHEAD = 8  # tokens a chat template adds around one message (role mar
 @lru_cache(maxsize=4)
 def load_tokenizer(name: str) -> Any:
     """A Hugging Face tokenizer from a local path or Hub name (loaded once per run)."""
+    if name.startswith(("/", ".", "~")) and not Path(name).expanduser().exists():
+        raise ReplayError(f"tokenizer {name}: no such folder")
     try:
         from transformers import AutoTokenizer
 
-        return AutoTokenizer.from_pretrained(name)
+        return AutoTokenizer.from_pretrained(str(Path(name).expanduser()) if name.startswith("~") else name)
     except Exception as error:  # ImportError, OSError, ValueError, HTTP errors: one line says it
         raise ReplayError(f"tokenizer {name}: cannot load it ({type(error).__name__}: "
                           f"{str(error).splitlines()[0] if str(error) else ''})") from None

@@ -258,3 +258,27 @@ def test_preflight_drops_with_reasons(tokenizer):
                 "{% endif %}{{ m.content }}{% endfor %}")
     tokenizer_c = type(tokenizer)(tokenizer_object=tokenizer.backend_tokenizer, chat_template=no_tools)
     assert preflight(rows, tokenizer_c)[1] == {"template_error": len(rows)}
+
+
+# --- flags ------------------------------------------------------------------------------------------
+
+def test_bad_export_flags_are_one_line_before_any_call(tmp_path, capsys):
+    from replay.run import main
+    from tests.llm_server import LLMServer
+    from tests.sessions import basic_session, write_session
+
+    session = write_session(tmp_path / "s", basic_session())
+    with LLMServer() as server:
+        teachers = f"a=openai/a@{server.url}"
+        code = main(["--source", str(session), "--out", str(tmp_path / "out"), "--teachers", teachers,
+                     "--preflight-template", "qwen3,nowhere.jinja"])
+        assert code == 2 and not server.requests
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: --preflight-template nowhere.jinja: no such file") and "\n" not in err
+    assert main(["--source", str(session), "--out", str(tmp_path / "dry"), "--dry-run", "--max-length", "512",
+                 "--tokenizer", str(tmp_path / "no-tokenizer")]) == 2
+    assert "tokenizer" in capsys.readouterr().err
+    for flags in (["--test-split", "1.5"], ["--max-length", "0"]):
+        with pytest.raises(SystemExit) as exit_:
+            main(["--source", str(session), "--dry-run", *flags])
+        assert exit_.value.code == 2
