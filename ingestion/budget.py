@@ -23,6 +23,8 @@ extends the previous state's prompt and providers' prompt caches hit:
    moves when the history has grown by another `step` tokens, so consecutive states share their trimmed
    prefix; a state's prompt extends the previous state's exactly unless the trim point moved between them.
    A state whose own action is longer than the reserve takes a larger multiple of the same step.
+   A trimmed state records `metadata["dropped_messages"]`: along one branch of a trace, the trim point
+   moved between two consecutive states exactly when that count differs (absent = 0).
 
 Pure functions; the caller counts what was cut.
 """
@@ -214,7 +216,8 @@ def fit_states(states: Iterable[TraceState], options: IngestOptions,
             stats.budget["truncated_messages"] += cut is not message
         messages, dropped, over = budget.fit(messages, state.tools, state.student_action.to_message())
         count_fit(stats, budget, dropped, over)
-        yield state.model_copy(update={"messages": messages})
+        metadata = {**state.metadata, "dropped_messages": dropped} if dropped else state.metadata
+        yield state.model_copy(update={"messages": messages, "metadata": metadata})
 
 
 def count_fit(stats: IngestStats, budget: Budget, dropped: int, over: bool) -> None:

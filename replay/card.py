@@ -167,8 +167,9 @@ def _use(info: Mapping[str, Any]) -> list[str]:
              "trainer = DPOTrainer(model=..., args=args, train_dataset=dataset, processing_class=tokenizer)",
              "```", ""]
     if max_length:
+        counted = (info.get("lengths") or {}).get("counted_with", "estimate")
         text = (f"Train with `max_length={max_length}`: prompt + tools + the longer completion of every row "
-                "fit it (TRL's default, 1024, would drop or truncate most rows).")
+                f"fit it, counted with {counted} (TRL's default, 1024, would drop or truncate most rows).")
     else:
         text = "No training length was recorded: set `max_length` to your model's context."
     return ["## Use", "", text, "", *code]

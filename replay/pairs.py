@@ -59,7 +59,7 @@ def action_message(action: Action) -> dict[str, Any]:
     """An action as one assistant message, thinking left out, blank lines around its text dropped
     (as ingestion does for the student's: issue #19 item 3).
 
-    >>> action_message(Action(content="\n\nDone.", thinking="secret"))
+    >>> action_message(Action(content="\\n\\nDone.", thinking="secret"))
     {'role': 'assistant', 'content': 'Done.'}
     """
     message = dataset_message(action.to_message())

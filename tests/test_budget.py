@@ -67,6 +67,8 @@ def test_states_fit_max_length_in_large_steps(tmp_path: Path) -> None:
                   for a, b in zip(states, states[1:], strict=False))
     assert 3 <= len(moves) <= 10 and min(runs) >= 4
     assert extends == len(states) - 1 - len(moves)
+    dropped = [s.metadata.get("dropped_messages", 0) for s in states]  # how others tell trim points
+    assert moves == [i for i in range(1, len(dropped)) if dropped[i] != dropped[i - 1]]
 
 
 def test_without_max_length_nothing_is_trimmed(tmp_path: Path) -> None:

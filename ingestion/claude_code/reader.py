@@ -144,6 +144,8 @@ def _state(session: Session, trace: Trace, turn: int, group: Group, tools: list[
     messages, dropped, over = budget.fit(messages, tools, group.action.to_message(),
                                          chars=chars + len(system["content"]))
     count_fit(stats, budget, dropped, over)
+    if dropped:  # the trim point: it moved between two states of a trace iff this count differs
+        metadata["dropped_messages"] = dropped
     # Every field is built above from typed parts (Action is validated); re-validating each of the
     # hundreds of history messages of every state cost a fifth of ingestion.
     return TraceState.model_construct(
