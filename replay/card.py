@@ -65,10 +65,9 @@ def scrub(text: str) -> str:
     >>> scrub("read /home/me/.claude via http://10.0.0.2:8000/v1 and 127.0.0.1:9, 1/8 of prompt/chosen")
     'read <path> via <url> and <host>, 1/8 of prompt/chosen'
     """
-    from teachers.redact import redact_text
+    from teachers.scrub import scrub as scrub_keys  # every key the process knows, then the secret rules
 
-    text = _HOST.sub("<host>", _PATH.sub("<path>", _URL.sub("<url>", text)))
-    return redact_text(text)[0]
+    return scrub_keys(_HOST.sub("<host>", _PATH.sub("<path>", _URL.sub("<url>", text))))
 
 
 def _public_value(flag: str, value: str) -> str:
@@ -232,6 +231,9 @@ def run_card_info(config: RunConfig, rows: list[dict[str, Any]], report: Report)
         "cost_usd": report.cost_usd, "command": config.command,
         "lengths": lengths, "max_length": train_length(lengths, config.export.max_length),
         "templates": report.extra.get("preflight_templates", {}), "splits": report.extra.get("splits"),
+        "redaction": (f"on: {sum(report.redactions.values())} secrets replaced by [REDACTED:<rule>:<tag>] "
+                      "in prompts, answers and every file (gitleaks rules + configs/redact.toml)"
+                      if config.redact else "OFF (--no-redact): prompts hold the sessions' raw text"),
     }
 
 
