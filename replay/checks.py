@@ -10,6 +10,7 @@ from typing import Any
 from ingestion.tokens import counter_for
 from replay.lengths import fit_rows
 from replay.options import ExportOptions
+from replay.preflight import DROP_REASONS, check_templates, load_tokenizer, row_problems, training_template
 from replay.templates import ChatTemplate, load_template
 
 
@@ -21,14 +22,22 @@ def load_templates(options: ExportOptions) -> list[ChatTemplate]:
 def check_rows(rows: list[dict[str, Any]], options: ExportOptions,
                templates: list[ChatTemplate] | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The rows to export and what was found: {"dropped": {reason: n}, "lengths": ..., "templates": ...}."""
-    from replay.preflight import check_templates, preflight
-
     dropped: Counter[str] = Counter()
     template_stats: dict[str, Any] = {}
     total = len(rows)
     if options.preflight_tokenizer:
-        rows, dropped = preflight(rows, options.preflight_tokenizer, options.max_length)
-        template_stats[f"tokenizer: {_short(options.preflight_tokenizer)}"] = {
+        name = f"tokenizer: {_short(options.preflight_tokenizer)}"
+        template = training_template(load_tokenizer(options.preflight_tokenizer), name)
+        kept = []
+        for row in rows:
+            codes = row_problems(row, template, options.max_length)[0] if template else ["template_error"]
+            reason = next((code for code in codes if code in DROP_REASONS), None)
+            if reason is None:  # kept, with what the tokenizer still flags (text beside calls dropped)
+                kept.append({**row, "preflight": {**row.get("preflight", {}), name: codes}})
+            else:
+                dropped[reason] += 1
+        rows = kept
+        template_stats[name] = {
             "rows": total, "passed": len(rows), "pass_rate": round(len(rows) / total, 4) if total else None,
             "problems": dict(dropped), "source": "--preflight-tokenizer (failing rows dropped)"}
     # With the training tokenizer, its rendered length was checked above; else count as ingestion did.

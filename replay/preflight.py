@@ -7,8 +7,10 @@ boundary), TRL cuts at the common prefix and trains on a context the model never
 
 Two uses:
 
-- `--preflight-tokenizer PATH` (the tokenizer you train with): rows it cannot render as a token prefix,
-  or longer than `--max-length`, are dropped and counted (`preflight`).
+- `--preflight-tokenizer PATH` (the tokenizer you train with): rows it cannot render, or not as a token
+  prefix, or with a tool call it does not show, or with chosen and rejected rendering the same, or longer
+  than `--max-length`, are dropped and counted (`DROP_REASONS`); what it flags but keeps (text dropped
+  beside a tool call) goes in the `preflight` column under `tokenizer: <name>`.
 - `--preflight-template NAMES` (any number of templates: shipped names, .jinja files, tokenizers):
   nothing is dropped; each row's problems per template go in the `preflight` column (template → list of
   problem codes, [] = passes) and pass rates in report.json and the card, so a user training on one of
@@ -29,10 +31,13 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from replay.templates import ChatTemplate
+from replay.templates import ChatTemplate, TemplateError, tokenizer_template
 
-DROP_REASONS = ("template_error", "prompt_not_prefix_of_chosen", "prompt_not_prefix_of_rejected", "too_long")
-PROBLEMS = (*DROP_REASONS, "tool_calls_not_rendered", "content_not_rendered", "chosen_equals_rejected")
+# With the tokenizer you train with, these make a row harmful or useless: it is dropped.
+DROP_REASONS = ("template_error", "prompt_not_prefix_of_chosen", "prompt_not_prefix_of_rejected",
+                "tool_calls_not_rendered", "chosen_equals_rejected", "too_long")
+PROBLEMS = ("template_error", "prompt_not_prefix_of_chosen", "prompt_not_prefix_of_rejected",
+            "tool_calls_not_rendered", "content_not_rendered", "chosen_equals_rejected", "too_long")
 
 
 def load_tokenizer(tokenizer: Any):
@@ -44,46 +49,40 @@ def load_tokenizer(tokenizer: Any):
     return tokenizer
 
 
-def _ids(tokenizer: Any, messages: list[dict[str, Any]], tools: Any, **kwargs: Any) -> list[int]:
-    # The same call TRL's DPOTrainer makes (trl.data_utils._tokenize), so what passes here passes there.
-    encoded = tokenizer.apply_chat_template(messages, tools=tools, tokenize=True, return_dict=True, **kwargs)
-    return list(encoded["input_ids"])
-
-
 def _tools(row: dict[str, Any]) -> Any:
     tools = row.get("tools")
     return json.loads(tools) if isinstance(tools, str) else tools  # as TRL does
 
 
-def check_row(row: dict[str, Any], tokenizer: Any, max_length: int | None = None) -> str | None:
-    """The reason to drop one row (see `DROP_REASONS`), or None to keep it."""
-    from jinja2 import TemplateError
-
-    tools = _tools(row)
+def training_template(tokenizer: Any, name: str = "tokenizer") -> ChatTemplate | None:
+    """The chat template of the tokenizer you train with (None when it has no single template)."""
     try:
-        prompt = _ids(tokenizer, row["prompt"], tools, add_generation_prompt=True)
-        chosen = _ids(tokenizer, row["prompt"] + row["chosen"], tools)
-        rejected = _ids(tokenizer, row["prompt"] + row["rejected"], tools)
-    except (TemplateError, ValueError, TypeError, KeyError):
+        return tokenizer_template(tokenizer, name)
+    except TemplateError:
+        return None
+
+
+def check_row(row: dict[str, Any], tokenizer: Any, max_length: int | None = None) -> str | None:
+    """The reason to drop one row under the tokenizer you train with (see `DROP_REASONS`), or None.
+
+    Tokenized as TRL's DPOTrainer tokenizes it (`apply_chat_template` with `tools=`, the prompt with
+    `add_generation_prompt=True`), so what passes here passes there."""
+    template = tokenizer if isinstance(tokenizer, ChatTemplate) else training_template(tokenizer)
+    if template is None:
         return "template_error"
-    if chosen[:len(prompt)] != prompt:
-        return "prompt_not_prefix_of_chosen"
-    if rejected[:len(prompt)] != prompt:
-        return "prompt_not_prefix_of_rejected"
-    if max_length is not None and max(len(chosen), len(rejected)) > max_length:
-        return "too_long"
-    return None
+    codes, _ = row_problems(row, template, max_length)
+    return next((code for code in codes if code in DROP_REASONS), None)
 
 
 def preflight(rows: Iterable[dict[str, Any]], tokenizer: Any,
               max_length: int | None = None) -> tuple[list[dict[str, Any]], Counter[str]]:
     """Rows that render cleanly through `tokenizer` (a path, Hub name or tokenizer object), and a
     Counter of drop reasons for the rest. Input rows are not modified."""
-    tokenizer = load_tokenizer(tokenizer)
+    template = training_template(load_tokenizer(tokenizer))
     kept: list[dict[str, Any]] = []
     dropped: Counter[str] = Counter()
     for row in rows:
-        reason = check_row(row, tokenizer, max_length)
+        reason = check_row(row, template, max_length) if template is not None else "template_error"
         if reason is None:
             kept.append(row)
         else:
@@ -205,4 +204,5 @@ def check_templates(rows: list[dict[str, Any]], templates: list[ChatTemplate],
                                 "pass_rate": round(passed / len(rows), 4) if rows else None,
                                 "problems": dict(problems.most_common()),
                                 "errors": dict(errors.most_common(5)), "source": template.source}
-    return [{**row, "preflight": column} for row, column in zip(rows, columns, strict=True)], stats
+    return [{**row, "preflight": {**row.get("preflight", {}), **column}}
+            for row, column in zip(rows, columns, strict=True)], stats

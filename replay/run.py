@@ -89,8 +89,9 @@ def _consensus_flags(group: argparse._ArgumentGroup) -> None:
 
 def _export_flags(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--preflight-tokenizer", metavar="PATH",
-                       help="drop pairs this tokenizer's chat template cannot render as prompt-prefix "
-                            "of chosen/rejected, or longer than --max-length")
+                       help="the tokenizer you train with: drop pairs its chat template cannot render, "
+                            "not as a prompt-prefix of chosen/rejected, without their tool calls, with "
+                            "chosen rendered as rejected, or longer than --max-length (counted)")
     group.add_argument("--preflight-template", metavar="NAMES", default="",
                        help="comma-separated chat templates to check every pair against, never dropping: "
                             "names shipped in configs/chat_templates (qwen3, llama3.1, hermes, gemma3), "

@@ -14,7 +14,7 @@ from ingestion.schema import Action
 from ingestion.sources import iter_states
 from ingestion.stats import IngestStats
 from replay.pairs import build_pair
-from replay.preflight import check_row, check_templates, row_problems
+from replay.preflight import check_row, check_templates, preflight, row_problems
 from replay.templates import ChatTemplate, TemplateError, load_template, named_template, shipped
 from tests.sessions import assistant, text, tool_result, tool_use, user, write_session
 from tests.test_budget import interrupted_session
@@ -168,3 +168,21 @@ def test_chat_template_objects_render_like_transformers() -> None:
     template = ChatTemplate(name="t", special={"bos_token": "<s>"},
                             text="{{ bos_token }}{% for m in messages %}{{ m.content }}{% endfor %}")
     assert template.render([{"role": "user", "content": "hi"}], None) == "<s>hi"
+
+
+def test_the_training_tokenizer_drops_what_it_cannot_train_on(tmp_path: Path) -> None:
+    from replay.checks import check_rows
+    from replay.options import ExportOptions
+
+    rows = [{**r, "preflight": {}} for r, _ in HAND_CHECKED]
+    tokenizer = build_tokenizer(tmp_path / "tok")
+    tokenizer.chat_template = named_template("gemma3").text
+    kept, dropped = preflight(rows, tokenizer)
+    # Two rows Gemma 3 cannot render, two whose tool calls it would silently train away; one left.
+    assert dropped == {"template_error": 2, "tool_calls_not_rendered": 2} and kept == [rows[2]]
+    tokenizer.chat_template = named_template("hermes").text
+    tokenizer.save_pretrained(str(tmp_path / "hermes"))
+    kept, checks = check_rows(rows, ExportOptions(preflight_tokenizer=str(tmp_path / "hermes")))
+    # Hermes drops text beside a call: kept, and said so in the row's `preflight` column.
+    assert [r["preflight"]["tokenizer: hermes"] for r in kept] == [[], [], [], ["content_not_rendered"], []]
+    assert checks["templates"]["tokenizer: hermes"]["passed"] == 5 and not checks["dropped"]
