@@ -45,7 +45,7 @@ _PROVENANCE = (("sources", "Sources"), ("student_models", "Student models"), ("t
                ("method", "Consensus method"), ("min_agreement", "Minimum agreement"))
 _KNOWN = {key for key, _ in _PROVENANCE} | {"pairs", "counts", "cost_usd", "command", "pretty_name",
                                            "license", "lengths", "templates", "max_length", "splits",
-                                           "columns"}
+                                           "columns", "confidence"}
 _INTRO = """DPO preference pairs made by teacher-replay: at each assistant turn of an agent trace, a pool of
 teacher LLMs answered; their consensus is `chosen`, the student's real action is `rejected`."""
 # Flags whose value is a local path; tokenizers may also be Hub names (`org/name`, kept).
@@ -197,6 +197,7 @@ def card_text(info: Mapping[str, Any]) -> str:
     lines += [f"- **{label}**: {_show(info[key])}" for key, label in _PROVENANCE if key in info]
     lines += ["", "## Counts", "", "| count | n |", "|---|---|", f"| pairs | {pairs} |"]
     lines += [f"| {k} | {_show(v)} |" for k, v in counts.items() if k != "pairs"]
+    lines += confidence_lines(info.get("confidence"))
     if splits := info.get("splits"):
         lines += ["", "Splits (grouped by `trace_id`, no trace in two splits): " + _show(splits) + "."]
     lines += ["", "## Columns", "", "| column | what |", "|---|---|"]
@@ -212,9 +213,27 @@ def card_text(info: Mapping[str, Any]) -> str:
     return scrub("\n".join(lines))
 
 
+def confidence_lines(confidence: Mapping[str, Mapping[str, int]] | None) -> list[str]:
+    """The card's confidence section: pairs by the tier that decided (`match`) and by `agreement`.
+
+    >>> confidence_lines({"match": {"exact": 2, "intent": 1}, "agreement": {"1.00": 2, "0.67": 1}})[5]
+    '| match | exact 2 · intent 1 |'
+    """
+    if not confidence:
+        return []
+    show = {key: " · ".join(f"{k} {v}" for k, v in confidence.get(key, {}).items()) or "none"
+            for key in ("match", "agreement")}
+    return ["", "## Confidence", "", "| pairs by | n |", "|---|---|", f"| match | {show['match']} |",
+            f"| agreement | {show['agreement']} |", "",
+            "`match`: the tier that decided the consensus (`exact`: teachers wrote the same canonical "
+            "action; `intent`: the same intent, written differently). `agreement`: the share of the "
+            "voting teachers in the winning group."]
+
+
 def run_card_info(config: RunConfig, rows: list[dict[str, Any]], report: Report) -> dict[str, Any]:
     """`card_text`'s info for a `replay.run`: provenance, counts, lengths, templates, splits."""
     from replay.lengths import train_length
+    from replay.pairs import confidence
 
     lengths = report.extra.get("lengths", {})
     dropped = report.extra.get("preflight_dropped_by_reason", {})
@@ -224,6 +243,7 @@ def run_card_info(config: RunConfig, rows: list[dict[str, Any]], report: Report)
         "teachers": sorted(report.extra.get("per_teacher", {})),
         "excluded_teachers": report.excluded_same_family,
         "method": config.consensus.method, "min_agreement": config.consensus.min_agreement,
+        "match": config.consensus.match, "confidence": confidence(rows),
         "counts": {"states": report.states, "all_teachers_excluded": report.states_all_teachers_excluded,
                    "abstained": report.consensus["abstained"], "agree": report.agree,
                    "pairs": report.pairs, "preflight_dropped": report.preflight_dropped,

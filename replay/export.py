@@ -49,7 +49,7 @@ def pair_features():
         "source": Value("string"), "student_model": Value("string"),
         "teachers": List(Value("string")), "winner_teachers": List(Value("string")),
         "votes": Json(), "agreement": Value("float64"), "method": Value("string"),
-        "cost_usd": Value("float64"), "preflight": Json(),
+        "cost_usd": Value("float64"), "match": Value("string"), "preflight": Json(),
     })
 
 

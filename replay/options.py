@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 
@@ -26,6 +27,7 @@ class PoolOptions(StrictModel):
 class ConsensusOptions(StrictModel):
     method: str = "vote"
     min_agreement: float = 0.5
+    match: Literal["exact", "intent"] = "intent"  # the loosest tier: intent = exact, then intent
     judge: str | None = None
     early_stop: bool = False
 

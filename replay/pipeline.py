@@ -191,6 +191,8 @@ async def _replay(config: RunConfig, pool: TeacherPool, report: Report, console:
 
 
 def _fill_report(report: Report, pool: TeacherPool, outcomes: Any, judge: Any) -> None:
+    from replay.decide import tier_counts
+
     pool_report = pool.stats.to_report()
     report.teacher_calls = pool_report["teacher_calls"]
     report.excluded_same_family = pool_report["excluded_same_family"]
@@ -199,7 +201,12 @@ def _fill_report(report: Report, pool: TeacherPool, outcomes: Any, judge: Any) -
     report.extra["per_teacher"] = pool_report["per_teacher"]
     verdicts = outcomes.verdicts
     report.states_all_teachers_excluded = verdicts["all_teachers_excluded"]
-    report.consensus = {"reached": verdicts["agree"] + verdicts["pair"], "abstained": verdicts["abstained"]}
+    report.consensus = {"reached": verdicts["agree"] + verdicts["pair"], "abstained": verdicts["abstained"],
+                        **tier_counts(outcomes.tiers, outcomes.agree_tiers)}
+    if outcomes.invalid:  # screened out against the state's tools: no vote, never chosen
+        screened = sum(outcomes.invalid.values())
+        report.teacher_calls["invalid"] = report.teacher_calls.get("invalid", 0) + screened
+        report.extra["invalid_proposals"] = dict(sorted(outcomes.invalid.items()))
     report.agree, report.pairs = verdicts["agree"], verdicts["pair"]
     report.extra["early_stop"] = {"calls_saved": outcomes.calls_saved,
                                   "usd_saved": round(outcomes.usd_saved, 6)}

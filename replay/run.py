@@ -81,6 +81,10 @@ def _consensus_flags(group: argparse._ArgumentGroup) -> None:
                             "of the largest near-equal group; judge: an LLM picks, blind")
     group.add_argument("--min-agreement", type=float, default=0.5, metavar="F",
                        help="the winning group must hold more than this share of the voters (0.5)")
+    group.add_argument("--match", choices=["exact", "intent"], default="intent",
+                       help="the loosest tier two actions may agree at: intent (default) votes on exact "
+                            "canonical forms first, then on intent keys (cat a.py = Read a.py); exact "
+                            "stops after the first tier. The student agrees at the same tiers")
     group.add_argument("--judge", metavar="MODEL", help="the judge for --consensus judge (alias or model)")
     group.add_argument("--early-stop", action="store_true",
                        help="ask teachers one at a time, cheapest first, and stop once the rest cannot "
@@ -104,6 +108,9 @@ def _export_flags(group: argparse._ArgumentGroup) -> None:
                        help="the dataset card's license, a Hugging Face identifier (e.g. mit, cc-by-4.0; "
                             "default: unknown)")
     group.add_argument("--push-to-hub", metavar="REPO", help="also push the dataset to the Hugging Face Hub")
+    group.add_argument("--view", action="store_true",
+                       help="also write OUT/view/: static HTML pages of the states, answers and pairs "
+                            "(the same as python -m replay.view OUT)")
 
 
 def _positive(text: str) -> int:
@@ -140,7 +147,7 @@ def config_from_args(args: argparse.Namespace, argv: list[str]) -> RunConfig:
                              max_prompt_tokens=args.max_prompt_tokens, max_length=args.max_length,
                              tokenizer=args.tokenizer or args.preflight_tokenizer),
         consensus=ConsensusOptions(method=args.consensus, min_agreement=args.min_agreement,
-                                   judge=args.judge, early_stop=args.early_stop),
+                                   judge=args.judge, early_stop=args.early_stop, match=args.match),
         export=_export_options(args),
         command=shlex.join(["python", "-m", "replay.run", *argv]))
 
@@ -167,6 +174,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {scrub(str(error))}", file=sys.stderr)
         return 2
     print_summary(report, str(args.out))
+    if args.view:
+        from replay.view.cli import main as view_main
+
+        return view_main([str(args.out)])
     return 0
 
 
