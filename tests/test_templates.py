@@ -13,7 +13,7 @@ from ingestion.options import IngestOptions
 from ingestion.schema import Action
 from ingestion.sources import iter_states
 from ingestion.stats import IngestStats
-from replay.pairs import build_pair
+from replay.pairs import pair_row
 from replay.preflight import check_row, check_templates, preflight, row_problems
 from replay.templates import ChatTemplate, TemplateError, load_template, named_template, shipped
 from tests.sessions import assistant, text, tool_result, tool_use, user, write_session
@@ -107,7 +107,7 @@ def test_a_template_is_a_name_a_file_or_a_tokenizer(tmp_path: Path) -> None:
 def ingested_rows(path: Path) -> list[dict]:
     states = list(iter_states(path, IngestOptions(), IngestStats()))
     result = ConsensusResult(method="vote", reached=True, action=Action(content="Something else."))
-    return [build_pair(state, result, []) for state in states]
+    return [pair_row(state, result, []) for state in states]
 
 
 def test_hermes_needs_the_tool_name_ingestion_now_writes(tmp_path: Path) -> None:
