@@ -3,28 +3,26 @@
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import orjson
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ingestion.options import IngestOptions
-from ingestion.schema import ReplayError, TraceState
+from ingestion.schema import ReplayError
 from ingestion.sources import find_files, iter_states
 from ingestion.stats import IngestStats
-from replay.files import temp_path, write_json, write_jsonl
+from ingestion.store import StateWriter, load_states
+from replay.files import write_json, write_jsonl
 from replay.options import PoolOptions, RunConfig
 from replay.report import Report
 
 if TYPE_CHECKING:
     from teachers.pool import TeacherPool
 
-STATES_FILE = "states.jsonl"
 REPORT_FILE = "report.json"
 PROPOSALS_FILE = "proposals.jsonl"
 CONFIG_FILE = "run.json"  # the run's settings, for replay.ablate
@@ -38,37 +36,22 @@ def _progress(total: int, label: str, console: Console) -> Iterator[tuple[Progre
         yield bar, bar.add_task(label, total=total, info="")
 
 
-def dump_state(state: TraceState) -> bytes:
-    return orjson.dumps(state.model_dump(mode="json")) + b"\n"
-
-
 def ingest_to_file(source: Path, out: Path, options: IngestOptions,
                    console: Console | None = None) -> tuple[Report, IngestStats]:
-    """Read every state under `source` into `out/states.jsonl`; return the report so far."""
+    """Read every state under `source` into `out` (states.jsonl + traces.jsonl, ingestion/store.py);
+    return the report so far."""
     console = console or Console(stderr=True)
-    out.mkdir(parents=True, exist_ok=True)
-    files = find_files(source)
     stats = IngestStats()
-    target = out / STATES_FILE
-    tmp = temp_path(target)
-    with _progress(len(files), "ingesting", console) as (bar, task), open(tmp, "wb") as handle:
+    files = find_files(source, stats)
+    with _progress(len(files), "ingesting", console) as (bar, task), StateWriter(out) as writer:
         def done(_path: Path) -> None:
             bar.update(task, advance=1, info=f"{stats.states} states")
 
         for state in iter_states(source, options, stats, files=files, on_file=done):
-            handle.write(dump_state(state))
-    os.replace(tmp, target)
+            writer.write(state)
     report = Report()
     report.add_ingest(stats)
     return report, stats
-
-
-def load_states(path: Path) -> Iterator[TraceState]:
-    """States written by an earlier run (states.jsonl)."""
-    with open(path, "rb") as handle:
-        for line in handle:
-            if line.strip():
-                yield TraceState.model_validate(orjson.loads(line))
 
 
 def run(config: RunConfig, console: Console | None = None) -> Report:
@@ -83,7 +66,7 @@ def run(config: RunConfig, console: Console | None = None) -> Report:
         pool = build_pool(config.pool)
         try:
             if config.dry_run:
-                report.extra["estimate"] = estimate_run(pool, config.out / STATES_FILE)
+                report.extra["estimate"] = estimate_run(pool, config.out)
             else:
                 asyncio.run(_replay(config, pool, report, console))
         finally:
@@ -115,10 +98,10 @@ def build_pool(options: PoolOptions) -> TeacherPool:
                        redact=options.redact, allow_same_family=options.allow_same_family)
 
 
-def estimate_run(pool: TeacherPool, states_path: Path) -> dict[str, dict[str, float]]:
+def estimate_run(pool: TeacherPool, out: Path) -> dict[str, dict[str, float]]:
     """--dry-run with teachers: tokens and USD each teacher would cost; calls nothing."""
     totals: dict[str, dict[str, float]] = {}
-    for state in load_states(states_path):
+    for state in load_states(out):
         for est in pool.estimate(state):
             row = totals.setdefault(est.teacher, {"calls": 0, "cached": 0, "prompt_tokens": 0,
                                                   "completion_tokens": 0, "cost_usd": 0.0})
@@ -146,7 +129,7 @@ async def _replay(config: RunConfig, pool: TeacherPool, report: Report, console:
             bar.update(task, advance=1, info=f"calls {stats.made} · cached {stats.cached} · "
                                              f"failed {stats.failed} · ${stats.cost_usd:.4f}")
 
-        outcomes = await replay_states(load_states(config.out / STATES_FILE), pool, config.consensus,
+        outcomes = await replay_states(load_states(config.out), pool, config.consensus,
                                        judge, on_state=tick)
     proposals = (p.model_dump(mode="json") for p in outcomes.ordered_proposals())
     write_jsonl(config.out / PROPOSALS_FILE, proposals)

@@ -14,6 +14,7 @@ from ingestion.claude_code.session import Group, Node, Session
 from ingestion.stats import IngestStats
 
 MISSING_RESULT = "[no tool result was recorded in the session]"
+STOP_FEEDBACK = "Stop hook feedback:\n"   # the CLI's words (getStopHookMessage)
 
 Lookup = Callable[[str], dict[str, Any] | None]
 
@@ -73,6 +74,10 @@ class MessageCache:
             cached = self._user[node.uuid] = [self._cut(m) for m in user_messages(node.content)]
         return cached
 
+    def feedback(self, texts: list[str]) -> dict[str, Any]:
+        """The user message a blocking Stop hook's texts became (one per hook, merged as the API does)."""
+        return self._cut({"role": "user", "content": "\n".join(STOP_FEEDBACK + t for t in texts)})
+
     def assistant(self, group: Group) -> dict[str, Any] | None:
         if group.key not in self._assistant:
             action = group.action
@@ -116,7 +121,7 @@ class HistoryBuilder:
         base = self._memo[hit] if hit else _Prefix([], [], set(), set(), True, 0)
         emitted = set(base.emitted)
         emitted.add(group.key)
-        segment = self._convert(nodes, emitted)
+        segment = self._convert(nodes, emitted, base.raw[-1]["role"] if base.raw else None)
         emitted.discard(group.key)
         lookup = self._lookup(group)
         seg_calls = {c.get("id") or "" for m in segment for c in m.get("tool_calls") or ()}
@@ -137,10 +142,24 @@ class HistoryBuilder:
             self._memo[start] = prefix
         return paired, prefix.chars
 
-    def _convert(self, nodes: list[Node], emitted: set[str]) -> list[dict[str, Any]]:
+    def _convert(self, nodes: list[Node], emitted: set[str], last_role: str | None) -> list[dict[str, Any]]:
         messages: list[dict[str, Any]] = []
+        pending: list[str] = []   # a blocking Stop hook's feedback not yet followed by a user message
+
+        def settle() -> None:
+            # Two assistant messages in a row with a blocked Stop hook between: the model saw the
+            # hook's feedback as a user turn, which the transcript did not always keep.
+            if pending and (messages[-1]["role"] if messages else last_role) == "assistant":
+                messages.append(self.cache.feedback(pending))
+                self.stats.history["hook_feedback"] += 1
+            pending.clear()
+
         for node in nodes:
-            if node.type == "user":
+            if node.feedback is not None:
+                if node.feedback_complete:
+                    pending.clear()
+                pending.extend(node.feedback)
+            elif node.type == "user":
                 messages.extend(self.cache.user(node))
             elif node.type == "assistant" and node.group not in emitted:
                 emitted.add(node.group)
@@ -149,7 +168,9 @@ class HistoryBuilder:
                     continue
                 message = self.cache.assistant(earlier)
                 if message is not None:
+                    settle()
                     messages.append(message)
+        settle()
         return messages
 
     def _lookup(self, group: Group) -> Lookup:
