@@ -67,7 +67,7 @@ def estimate_tokens(messages: list[dict[str, Any]], tools: list[dict[str, Any]] 
 
 
 def fit_context(messages: list[dict[str, Any]], max_tokens: int, tools: list[dict[str, Any]] | None = None,
-                chars: int | None = None) -> tuple[list[dict[str, Any]], int]:
+                chars: int | None = None, sizes: list[int] | None = None) -> tuple[list[dict[str, Any]], int]:
     """Drop the oldest exchanges after the first user message until the prompt fits.
 
     An assistant message and the tool results answering it go together, so no tool
@@ -81,7 +81,8 @@ def fit_context(messages: list[dict[str, Any]], max_tokens: int, tools: list[dic
     budget = max_tokens * CHARS_PER_TOKEN - (len(orjson.dumps(tools)) if tools else 0)
     if chars is not None and chars <= budget:  # the caller already knows the size: skip a pass
         return messages, 0
-    sizes = [message_chars(m) for m in messages]
+    if sizes is None:   # the caller may know them: measuring every message of every state is quadratic
+        sizes = [message_chars(m) for m in messages]
     total = sum(sizes)
     if total <= budget:
         return messages, 0

@@ -45,13 +45,24 @@ def to_ranges(indices: list[int]) -> list[list[int]]:
 
     >>> to_ranges([0, 1, 2, 5, 6, 3])
     [[0, 3], [5, 7], [3, 4]]
+    >>> to_ranges([])
+    []
     """
     ranges: list[list[int]] = []
-    for index in indices:
-        if ranges and ranges[-1][1] == index:
-            ranges[-1][1] = index + 1
-        else:
-            ranges.append([index, index + 1])
+    start, n = 0, len(indices)
+    while start < n:
+        first, length, step = indices[start], 1, 1
+        # A history is a few long runs: find each run's end by galloping with slice comparisons (C
+        # loops) rather than looking at every index in Python.
+        while step:
+            end = start + length + step
+            if end <= n and indices[start + length:end] == list(range(first + length, first + end - start)):
+                length += step
+                step *= 2
+            else:
+                step //= 2
+        ranges.append([first, first + length])
+        start += length
     return ranges
 
 
@@ -120,7 +131,13 @@ class StateWriter:
         if self._trace != (state.trace_id, state.source):
             self._open_segment(state, traces_out)
         segment = str(self._segment).encode()
-        indices = [self._messages.index(m, segment, traces_out, self.transform) for m in state.messages]
+        # Most messages are stored already, found by identity in C loops; only the rest go one by one.
+        indices = list(map(self._messages.by_id.get, map(id, state.messages)))
+        position = -1
+        while None in indices[position + 1:]:
+            position = indices.index(None, position + 1)
+            indices[position] = self._messages.index(state.messages[position], segment, traces_out,
+                                                     self.transform)
         tools = self._tools.index(state.tools, segment, traces_out)
         row = state.model_dump(mode="json", exclude={"messages", "tools"})
         row.update(segment=self._segment, messages=to_ranges(indices), tools=tools)
@@ -236,7 +253,10 @@ def _rebuild(row: dict[str, Any], segments: _Segments) -> TraceState:
     tools = row.pop("tools")
     segments.need(row.pop("segment"), last, tools)
     table = segments.messages
-    row["messages"] = [table[i] for i in from_ranges(ranges)]
+    messages: list[Message] = []
+    for start, stop in ranges:
+        messages.extend(table[start:stop])
+    row["messages"] = messages
     row["tools"] = segments.tools[tools]
     row["student_action"] = Action.model_validate(row["student_action"])
     # The parts are validated (the action) or were written from validated states (the rest):

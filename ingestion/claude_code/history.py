@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -14,6 +15,7 @@ from ingestion.claude_code.session import Group, Node, Session
 from ingestion.stats import IngestStats
 
 MISSING_RESULT = "[no tool result was recorded in the session]"
+MEMO_SIZE = 16   # prefixes kept: turns mostly extend the turn just before; a branch walks a bit further
 STOP_FEEDBACK = "Stop hook feedback:\n"   # the CLI's words (getStopHookMessage)
 
 Lookup = Callable[[str], dict[str, Any] | None]
@@ -52,6 +54,7 @@ class _Prefix:
 
     raw: list[dict[str, Any]]
     paired: list[dict[str, Any]]
+    sizes: list[int]     # message_chars of each paired message, so budgets never re-measure history
     emitted: set[str]
     calls: set[str]
     clean: bool          # every call answered in place, no orphan result
@@ -106,19 +109,21 @@ class MessageCache:
 
 class HistoryBuilder:
     """Histories of a session's turns. Turns of one conversation share their prefix, so each
-    history extends the one memoised at the nearest ancestor instead of walking to the root."""
+    history extends the one memoised at the nearest ancestor instead of walking to the root.
+    Only the latest MEMO_SIZE prefixes are kept: each is as long as its history, and keeping one per
+    turn would make memory grow with the square of the session's length."""
 
     def __init__(self, session: Session, cache: MessageCache, stats: IngestStats) -> None:
         self.session = session
         self.cache = cache
         self.stats = stats
-        self._memo: dict[str, _Prefix] = {}
+        self._memo: OrderedDict[str, _Prefix] = OrderedDict()
 
-    def build(self, group: Group) -> tuple[list[dict[str, Any]], int]:
-        """Messages before `group`'s turn, and their size in characters."""
+    def build(self, group: Group) -> tuple[list[dict[str, Any]], list[int], int]:
+        """Messages before `group`'s turn, each one's size, and their total size in characters."""
         start = group.first.parent
         nodes, hit = chain(self.session, start, self._memo.__contains__)
-        base = self._memo[hit] if hit else _Prefix([], [], set(), set(), True, 0)
+        base = self._memo[hit] if hit else _Prefix([], [], [], set(), set(), True, 0)
         emitted = set(base.emitted)
         emitted.add(group.key)
         segment = self._convert(nodes, emitted, base.raw[-1]["role"] if base.raw else None)
@@ -130,17 +135,20 @@ class HistoryBuilder:
             # Nothing new answers an old call: pairing the new part alone gives the same result.
             tail, missing, orphans = pair_tool_results(segment, lookup)
             paired = base.paired + tail
-            chars = base.chars + sum(message_chars(m) for m in tail)
+            sizes = base.sizes + [message_chars(m) for m in tail]
         else:
             paired, missing, orphans = pair_tool_results(base.raw + segment, lookup)
-            chars = sum(message_chars(m) for m in paired)
+            sizes = [message_chars(m) for m in paired]
         self.stats.budget["missing_tool_results"] += missing
         self.stats.budget["orphan_tool_results"] += orphans
-        prefix = _Prefix(base.raw + segment, paired, emitted, base.calls | seg_calls,
-                         base.clean and not missing and not orphans, chars)
+        prefix = _Prefix(base.raw + segment, paired, sizes, emitted, base.calls | seg_calls,
+                         base.clean and not missing and not orphans, sum(sizes))
         if start is not None:
             self._memo[start] = prefix
-        return paired, prefix.chars
+            self._memo.move_to_end(start)
+            if len(self._memo) > MEMO_SIZE:
+                self._memo.popitem(last=False)
+        return paired, sizes, prefix.chars
 
     def _convert(self, nodes: list[Node], emitted: set[str], last_role: str | None) -> list[dict[str, Any]]:
         messages: list[dict[str, Any]] = []

@@ -176,11 +176,12 @@ def _state(session: Session, trace: Trace, turn: int, group: Group, tools: list[
     if trace.sidechain:
         metadata["agent_id"] = trace.agent_id or envelope.get("agentId")
         metadata.update(trace.meta)
-    before, chars = history.build(group)
+    before, sizes, chars = history.build(group)
     system = system_message(metadata, tools)
     messages = [system, *before]
     messages, dropped = fit_context(messages, options.max_prompt_tokens, tools,
-                                    chars=chars + len(system["content"]))
+                                    chars=chars + len(system["content"]),
+                                    sizes=[len(system["content"]), *sizes])
     if dropped:
         stats.budget["states_trimmed"] += 1
         stats.budget["dropped_messages"] += dropped
