@@ -116,6 +116,17 @@ def load_pass(out: Path) -> dict:
     return {"states": sum(1 for _ in load_states(out))}
 
 
+def _peak_rss_mb() -> float:
+    """This process's peak RSS. VmHWM starts afresh at exec; ru_maxrss would carry the parent's."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def child(mode: str, root: Path, out: Path, include_subagents: bool) -> None:
     if mode == "run":       # imports before the clock: it measures reading, not interpreter start-up
         import replay.pipeline  # noqa: F401
@@ -123,7 +134,7 @@ def child(mode: str, root: Path, out: Path, include_subagents: bool) -> None:
     result = orjson_pass(root) if mode == "orjson" else load_pass(out) if mode == "load" \
         else run_pass(root, out, include_subagents)
     result["seconds"] = time.perf_counter() - start
-    result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    result["peak_rss_mb"] = _peak_rss_mb()
     print(json.dumps(result))
 
 

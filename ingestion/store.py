@@ -94,12 +94,13 @@ class _Table:
         found = self.by_id.get(id(value))
         if found is not None:
             return found
-        stored = transform(value) if transform is not None else value
-        raw = orjson.dumps(stored)
+        raw = orjson.dumps(value)
         digest = hashlib.blake2b(raw, digest_size=16).digest()
         found = self.by_digest.get(digest)
         if found is None:
             found = self.by_digest[digest] = len(self.by_digest)
+            if transform is not None:   # pure, so once per distinct value is enough
+                raw = orjson.dumps(transform(value))
             out.write(b'{"segment":' + segment + b',"' + self.kind + b'":' + str(found).encode()
                       + b',"value":' + raw + b"}\n")
         self.by_id[id(value)] = found
