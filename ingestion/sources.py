@@ -11,6 +11,7 @@ import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from ingestion.claude_code.agents import AGENT_PREFIX
 from ingestion.claude_code.reader import session_states
 from ingestion.options import IngestOptions
 from ingestion.schema import SourceError, TraceState
@@ -32,8 +33,9 @@ def is_session_name(name: str) -> bool:
 def find_files(source: Path, stats: IngestStats | None = None) -> list[Path]:
     """Session (and rollout) files under `source`: one file, a project folder or the projects root.
 
-    Sorted so a run is reproducible and the first copy of a resumed message wins. Folders that cannot
-    be listed are counted in `stats` (`skipped_files["unreadable_folder"]`).
+    Sorted so a run is reproducible and the first copy of a resumed message wins; main sessions come
+    before subagent transcripts, so a turn a subagent file repeats stays its parent's. Folders that
+    cannot be listed are counted in `stats` (`skipped_files["unreadable_folder"]`).
     """
     stats = stats if stats is not None else IngestStats()
     try:
@@ -51,7 +53,7 @@ def find_files(source: Path, stats: IngestStats | None = None) -> list[Path]:
     except OSError as error:
         raise SourceError(f"--source {source}: {error.strerror or error}") from None
     skipped = stats.skipped_files["unreadable_folder"]
-    files = sorted(_walk(source, stats))
+    files = sorted(_walk(source, stats), key=lambda p: (p.name.startswith(AGENT_PREFIX), str(p)))
     if not files and stats.skipped_files["unreadable_folder"] == skipped:
         raise SourceError(f"--source {source}: no session files (*.jsonl, *.jsonl.gz) found under it")
     return files
