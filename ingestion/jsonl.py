@@ -63,16 +63,12 @@ def split_objects(text: str) -> tuple[list[Any], int]:
 def iter_records(path: Path, stats: IngestStats) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield (1-based line number, record) for every JSON object recoverable from `path`.
 
-    A file that cannot be opened is counted (`skipped_files["unreadable_file"]`); a read that fails
-    part-way (a truncated or corrupt gzip stream, an I/O error) keeps what came before and counts
-    the rest of the file as one skipped line at the line where it broke.
+    A file that cannot be opened raises OSError (the caller counts it); a read that fails part-way (a
+    truncated or corrupt gzip stream, an I/O error) keeps what came before and counts the rest of the
+    file as one skipped line at the line where it broke.
     """
     name = str(path)
-    try:
-        handle = open_lines(path)
-    except OSError as error:
-        stats.problem(name, None, "unreadable_file", action="file", detail=error.strerror or str(error))
-        return
+    handle = open_lines(path)
     lineno = 0
     with handle:
         try:

@@ -54,7 +54,11 @@ def session_states(path: Path, options: IngestOptions, stats: IngestStats,
     if subagent_file and not options.include_subagents:
         stats.skipped_traces["subagent"] += 1
         return
-    session = load_session(path, stats)
+    try:
+        session = load_session(path, stats)
+    except OSError as error:   # gone or locked since the source was listed
+        stats.problem(str(path), None, "unreadable_file", action="file", detail=error.strerror or str(error))
+        return
     if not session.nodes:
         stats.problem(str(path), None, "no_conversation", action="file")
         return
