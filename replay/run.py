@@ -25,7 +25,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--out", type=Path, default=Path("replay-out"),
                         help="output folder (default: ./replay-out)")
     parser.add_argument("--dry-run", action="store_true",
-                        help="ingest and estimate only: write states.jsonl and report.json (with tokens "
+                        help="ingest and estimate only: write the states (states.jsonl + traces.jsonl; "
+                             "python -m replay.states OUT prints them in full) and report.json (with tokens "
                              "and USD per teacher when --teachers is given), call nothing")
     _ingest_flags(parser.add_argument_group("ingestion"))
     _teacher_flags(parser.add_argument_group("teachers"))

@@ -153,3 +153,16 @@ def test_dry_run_states_are_what_ingestion_made(tmp_path: Path) -> None:
     assert run_main(["--source", str(session), "--out", str(tmp_path / "out"), "--dry-run"]) == 0
     direct = list(iter_states(session, IngestOptions(), IngestStats()))
     assert dumped(list(load_states(tmp_path / "out"))) == dumped(direct)
+
+
+def test_states_cli_prints_states_in_full(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from replay.states import main as states_main
+
+    states = [make_state("a", 0, [{"role": "user", "content": "hi"}]),
+              make_state("b", 0, [{"role": "user", "content": "yo"}])]
+    write_states(states, tmp_path / "out")
+    assert states_main([str(tmp_path / "out"), "claude_code:b:0"]) == 0
+    printed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert printed == dumped(states[1:])
+    assert states_main([str(tmp_path / "nowhere")]) == 2
+    assert capsys.readouterr().err.startswith("error: cannot read")
