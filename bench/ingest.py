@@ -50,8 +50,10 @@ def replicate(target: Path, megabytes: int) -> int:
     while total < megabytes * 1_000_000:
         tag = f"{copy:08x}".encode()
         for path in files:
-            data = path.read_bytes().replace(b'"id":"msg_', b'"id":"msg_c' + tag + b"_")
-            data = data.replace(b'"sessionId":"', b'"sessionId":"' + tag + b"-")
+            data = path.read_bytes()
+            for colon in (b":", b": "):   # one fixture was written with spaces after colons
+                data = data.replace(b'"id"' + colon + b'"msg_', b'"id"' + colon + b'"msg_c' + tag + b"_")
+                data = data.replace(b'"sessionId"' + colon + b'"', b'"sessionId"' + colon + b'"' + tag + b"-")
             dest = target / f"copy{copy}" / path.relative_to(FIXTURES)
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_bytes(data)
