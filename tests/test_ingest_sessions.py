@@ -209,3 +209,10 @@ def test_a_fork_gives_states_for_its_own_turns_only(tmp_path: Path) -> None:
         "plan the release", "Plan: A, then B.", "fork a check of B", "",
         "Fork started — processing in background",
         "<fork-boilerplate>\nYou are a forked worker.\n</fork-boilerplate>\n\nYour directive: check B"]
+
+
+def test_a_subagent_without_session_ids_belongs_to_its_session_folder(tmp_path: Path) -> None:
+    records = [{k: v for k, v in r.items() if k != "sessionId"} for r in sidechain(basic_session(), "a77")]
+    agent = write_session(tmp_path / "-repo" / SESSION / "subagents", records, name="agent-a77")
+    states, _ = ingest(agent, include_subagents=True)
+    assert [s.trace_id for s in states] == [f"{SESSION}/agent-a77"] * 2

@@ -69,6 +69,19 @@ def agent_id_of(path: Path) -> str:
     return file_stem(path).removeprefix(AGENT_PREFIX)
 
 
+def folder_session(path: Path) -> str | None:
+    """The session a `<session>/subagents/...` file belongs to, by its folders (None elsewhere).
+
+    >>> folder_session(Path("p/0d3a/subagents/workflows/w/agent-a.jsonl")), folder_session(Path("p/s.jsonl"))
+    ('0d3a', None)
+    """
+    parts = path.parent.parts
+    if SUBAGENTS_DIR not in parts:
+        return None
+    index = len(parts) - 1 - parts[::-1].index(SUBAGENTS_DIR)
+    return parts[index - 1] if index > 0 else None
+
+
 def path_trace_id(path: Path) -> str:
     """The trace id of a file whose records carry no sessionId: a hash of its absolute path.
 

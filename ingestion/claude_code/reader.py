@@ -2,7 +2,8 @@
 
 Trace ids come from the records, not the file's name: a main conversation is its `sessionId`, a
 subagent `<sessionId>/agent-<agentId>`, a 1.0.x inline sidechain `<sessionId>/sidechain-<root uuid>`;
-only a file whose records carry no sessionId falls back to a hash of its path. So a state's id depends
+only a file whose records carry no sessionId falls back to the session folder it lies in
+(`<session>/subagents/`), else to a hash of its path. So a state's id depends
 on its own session alone, whatever a file is called and whichever other files a run reads.
 """
 
@@ -16,6 +17,7 @@ from typing import Any
 from ingestion.budget import fit_context
 from ingestion.claude_code.agents import (
     agent_id_of,
+    folder_session,
     is_fork_start,
     is_side_file,
     is_subagent_file,
@@ -79,7 +81,7 @@ def _traces(session: Session, path: Path, subagent_file: bool, meta: dict[str, A
     """Turns grouped by trace: the main conversation (per sessionId), each inline sidechain, the agent."""
     traces: dict[str, Trace] = {}
     roots: dict[str, str] = {}
-    file_session = session.session_id or path_trace_id(path)
+    file_session = session.session_id or folder_session(path) or path_trace_id(path)
     for group in session.groups.values():
         first = group.first
         session_id = first.envelope.get("sessionId") or file_session
