@@ -15,6 +15,7 @@ from ingestion.options import IngestOptions
 from ingestion.schema import ReplayError
 from ingestion.sources import find_files, iter_states
 from ingestion.stats import IngestStats
+from ingestion.store import STATES_FILE as STATES_FILE  # re-exported: the name callers knew
 from ingestion.store import StateWriter, load_states
 from replay.files import write_json, write_jsonl
 from replay.options import PoolOptions, RunConfig
