@@ -51,16 +51,21 @@ def to_ranges(indices: list[int]) -> list[list[int]]:
     ranges: list[list[int]] = []
     start, n = 0, len(indices)
     while start < n:
-        first, length, step = indices[start], 1, 1
-        # A history is a few long runs: find each run's end by galloping with slice comparisons (C
-        # loops) rather than looking at every index in Python.
-        while step:
-            end = start + length + step
-            if end <= n and indices[start + length:end] == list(range(first + length, first + end - start)):
-                length += step
-                step *= 2
-            else:
-                step //= 2
+        first, length = indices[start], 1
+        while length < 8 and start + length < n and indices[start + length] == first + length:
+            length += 1
+        if length == 8:
+            # A long run (a history is mostly a few): find its end by galloping with slice
+            # comparisons, C loops, rather than looking at every index in Python.
+            step = 8
+            while step:
+                end = start + length + step
+                expected = range(first + length, first + end - start)
+                if end <= n and indices[start + length:end] == list(expected):
+                    length += step
+                    step *= 2
+                else:
+                    step //= 2
         ranges.append([first, first + length])
         start += length
     return ranges
@@ -126,24 +131,53 @@ class StateWriter:
         self._trace: tuple[str, str] | None = None
         self._messages = _Table(b"message")
         self._tools = _Table(b"tools")
+        # The previous state of the segment: (messages, their indices, their ranges).
+        self._previous: tuple[list[Message], list[int], list[list[int]]] = ([], [], [])
 
     def write(self, state: TraceState) -> None:
         states_out, traces_out = self._out
         if self._trace != (state.trace_id, state.source):
             self._open_segment(state, traces_out)
-        segment = str(self._segment).encode()
-        # Most messages are stored already, found by identity in C loops; only the rest go one by one.
-        indices = list(map(self._messages.by_id.get, map(id, state.messages)))
-        position = -1
-        while None in indices[position + 1:]:
-            position = indices.index(None, position + 1)
-            indices[position] = self._messages.index(state.messages[position], segment, traces_out,
-                                                     self.transform)
-        tools = self._tools.index(state.tools, segment, traces_out)
+        tools = self._tools.index(state.tools, str(self._segment).encode(), traces_out)
         row = state.model_dump(mode="json", exclude={"messages", "tools"})
-        row.update(segment=self._segment, messages=to_ranges(indices), tools=tools)
+        row.update(segment=self._segment, messages=self._ranges(state.messages, traces_out), tools=tools)
         states_out.write(orjson.dumps(row) + b"\n")
         self.states += 1
+
+    def _ranges(self, messages: list[Message], out: IO[bytes]) -> list[list[int]]:
+        """The ranges of `messages`. A history usually extends the previous state's: then only what it
+        adds is looked at (the shared part is one list comparison, mostly of identical objects), so a
+        state costs what it adds, not its whole history again."""
+        previous, known, known_ranges = self._previous
+        size = len(previous)
+        if size and len(messages) >= size and messages[:size] == previous:
+            tail = self._indices(messages[size:], out)
+            indices = known + tail
+            ranges = list(known_ranges)
+            added = to_ranges(tail)
+            if added and ranges[-1][1] == added[0][0]:
+                ranges[-1] = [ranges[-1][0], added[0][1]]
+                added = added[1:]
+            ranges += added
+        else:
+            indices = self._indices(messages, out)
+            ranges = to_ranges(indices)
+        self._previous = (messages, indices, ranges)
+        return ranges
+
+    def _indices(self, messages: list[Message], out: IO[bytes]) -> list[int]:
+        # Most messages are stored already, found by identity in C loops; only the rest go one by one.
+        table = self._messages
+        indices = list(map(table.by_id.get, map(id, messages)))
+        segment = str(self._segment).encode()
+        position = 0
+        try:
+            while True:   # each search starts where the last stopped: one pass over the list
+                position = indices.index(None, position)
+                indices[position] = table.index(messages[position], segment, out, self.transform)
+        except ValueError:
+            pass
+        return indices
 
     def _open_segment(self, state: TraceState, out: IO[bytes]) -> None:
         # Only one trace's tables are held: a trace met again later opens a new segment.
@@ -151,6 +185,7 @@ class StateWriter:
         self._trace = (state.trace_id, state.source)
         self._messages = _Table(b"message")
         self._tools = _Table(b"tools")
+        self._previous = ([], [], [])
         out.write(orjson.dumps({"segment": self._segment, "trace_id": state.trace_id,
                                 "source": state.source}) + b"\n")
 

@@ -135,14 +135,16 @@ class HistoryBuilder:
             # Nothing new answers an old call: pairing the new part alone gives the same result.
             tail, missing, orphans = pair_tool_results(segment, lookup)
             paired = base.paired + tail
-            sizes = base.sizes + [message_chars(m) for m in tail]
+            added = [message_chars(m) for m in tail]
+            sizes, chars = base.sizes + added, base.chars + sum(added)
         else:
             paired, missing, orphans = pair_tool_results(base.raw + segment, lookup)
             sizes = [message_chars(m) for m in paired]
+            chars = sum(sizes)
         self.stats.budget["missing_tool_results"] += missing
         self.stats.budget["orphan_tool_results"] += orphans
         prefix = _Prefix(base.raw + segment, paired, sizes, emitted, base.calls | seg_calls,
-                         base.clean and not missing and not orphans, sum(sizes))
+                         base.clean and not missing and not orphans, chars)
         if start is not None:
             self._memo[start] = prefix
             self._memo.move_to_end(start)
