@@ -3,8 +3,8 @@
 Trace ids come from the records, not the file's name: a main conversation is its `sessionId`, a
 subagent `<sessionId>/agent-<agentId>`, a 1.0.x inline sidechain `<sessionId>/sidechain-<root uuid>`;
 only a file whose records carry no sessionId falls back to the session folder it lies in
-(`<session>/subagents/`), else to a hash of its path. So a state's id depends
-on its own session alone, whatever a file is called and whichever other files a run reads.
+(`<session>/subagents/`), else to a hash of its path. So a state's id depends on its own session
+alone, whatever a file is called and whichever other files a run reads.
 """
 
 from __future__ import annotations
