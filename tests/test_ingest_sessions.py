@@ -216,3 +216,8 @@ def test_a_subagent_without_session_ids_belongs_to_its_session_folder(tmp_path: 
     agent = write_session(tmp_path / "-repo" / SESSION / "subagents", records, name="agent-a77")
     states, _ = ingest(agent, include_subagents=True)
     assert [s.trace_id for s in states] == [f"{SESSION}/agent-a77"] * 2
+
+
+def test_no_fixture_state_has_two_assistant_messages_in_a_row(fixtures_root: Path) -> None:
+    states, _ = ingest(fixtures_root, include_subagents=True)
+    assert len(states) > 300 and not [s.state_id for s in states if assistant_twice(s)]
