@@ -17,7 +17,8 @@ class PoolOptions(StrictModel):
     timeout: float = 120.0
     max_cost: float | None = None
     allow_same_family: bool = False
-    redact: bool = True
+    redact: bool = True               # teachers' answers too (states: RunConfig.redact)
+    max_response_bytes: int = 10_000_000
 
 
 class ConsensusOptions(StrictModel):
@@ -37,6 +38,7 @@ class RunConfig(StrictModel):
     source: Path
     out: Path
     dry_run: bool = False
+    redact: bool = True               # one redaction pass per state, right after ingestion
     ingest: IngestOptions = IngestOptions()
     pool: PoolOptions | None = None
     consensus: ConsensusOptions = ConsensusOptions()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,6 +24,7 @@ from replay.report import Report
 
 if TYPE_CHECKING:
     from teachers.pool import TeacherPool
+    from teachers.redact_state import StateRedactor
 
 REPORT_FILE = "report.json"
 PROPOSALS_FILE = "proposals.jsonl"
@@ -37,10 +39,11 @@ def _progress(total: int, label: str, console: Console) -> Iterator[tuple[Progre
         yield bar, bar.add_task(label, total=total, info="")
 
 
-def ingest_to_file(source: Path, out: Path, options: IngestOptions,
-                   console: Console | None = None) -> tuple[Report, IngestStats]:
-    """Read every state under `source` into `out` (states.jsonl + traces.jsonl, ingestion/store.py);
-    return the report so far."""
+def ingest_to_file(source: Path, out: Path, options: IngestOptions, console: Console | None = None,
+                   redactor: StateRedactor | None = None) -> tuple[Report, IngestStats]:
+    """Read every state under `source` into `out` (states.jsonl + traces.jsonl, ingestion/store.py), each
+    redacted by `redactor` (the one redaction pass: teachers, outputs and the card all see these
+    states); return the report so far."""
     console = console or Console(stderr=True)
     stats = IngestStats()
     files = find_files(source, stats)
@@ -49,18 +52,49 @@ def ingest_to_file(source: Path, out: Path, options: IngestOptions,
             bar.update(task, advance=1, info=f"{stats.states} states")
 
         for state in iter_states(source, options, stats, files=files, on_file=done):
-            writer.write(state)
+            writer.write(redactor(state) if redactor is not None else state)
     report = Report()
     report.add_ingest(stats)
+    if redactor is not None:
+        report.redactions = dict(sorted(redactor.counts.items()))
+        report.extra["redaction"] = {"secrets": sum(redactor.counts.values()),
+                                     "states_token_ids_dropped": redactor.states_token_ids_dropped}
     return report, stats
+
+
+def redaction_key() -> bytes:
+    """The key of the placeholders' tags: `$REPLAY_REDACT_KEY`, else a random key kept in the user cache
+    dir (created once, mode 600). Stable, so a re-run redacts to the same text and hits the cache."""
+    if os.environ.get("REPLAY_REDACT_KEY"):
+        return os.environ["REPLAY_REDACT_KEY"].encode()
+    import platformdirs
+
+    path = Path(platformdirs.user_cache_dir("teacher-replay")) / "redact.key"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:  # another run made it first
+            pass
+        else:
+            with os.fdopen(fd, "w") as handle:
+                handle.write(os.urandom(32).hex())
+    return path.read_text().strip().encode()
 
 
 def run(config: RunConfig, console: Console | None = None) -> Report:
     """The whole run: ingest, then (unless --dry-run or no teachers) ask, decide, pair and export."""
     console = console or Console(stderr=True)
-    if config.pool is not None and not config.dry_run:
-        check_credentials(config.pool.teachers)  # before ingesting: a run without keys would only fail
-    report, _ = ingest_to_file(config.source, config.out, config.ingest, console)
+    if config.pool is not None:
+        from teachers.registry import parse_pool
+
+        parse_pool(config.pool.teachers)  # a bad pool or endpoint is one line before any work
+        if not config.dry_run:
+            check_credentials(config.pool.teachers)  # before ingesting: a run without keys would only fail
+    from teachers.redact_state import StateRedactor
+
+    redactor = StateRedactor(redaction_key()) if config.redact else None
+    report, _ = ingest_to_file(config.source, config.out, config.ingest, console, redactor)
     report.dry_run = config.dry_run
     write_json(config.out / CONFIG_FILE, config.model_dump(mode="json"))
     if config.pool is not None:
@@ -96,7 +130,9 @@ def build_pool(options: PoolOptions) -> TeacherPool:
     return TeacherPool(parse_pool(options.teachers), cache=ResponseCache(options.cache),
                        concurrency=options.concurrency, per_teacher=options.per_teacher,
                        timeout=options.timeout, samples=options.samples, max_cost=options.max_cost,
-                       redact=options.redact, allow_same_family=options.allow_same_family)
+                       allow_same_family=options.allow_same_family,
+                       max_response_bytes=options.max_response_bytes,
+                       redact_key=redaction_key() if options.redact else None)
 
 
 def estimate_run(pool: TeacherPool, out: Path) -> dict[str, dict[str, float]]:
@@ -142,7 +178,6 @@ def _fill_report(report: Report, pool: TeacherPool, outcomes: Any, judge: Any) -
     pool_report = pool.stats.to_report()
     report.teacher_calls = pool_report["teacher_calls"]
     report.excluded_same_family = pool_report["excluded_same_family"]
-    report.redactions = pool_report["redactions"]
     report.tokens = pool_report["tokens"]
     report.cost_usd = pool_report["cost_usd"]
     report.extra["per_teacher"] = pool_report["per_teacher"]
@@ -185,4 +220,7 @@ def _card_info(config: RunConfig, rows: list[dict[str, Any]], report: Report) ->
                    "abstained": report.consensus["abstained"], "agree": report.agree,
                    "pairs": report.pairs, "preflight_dropped": report.preflight_dropped},
         "cost_usd": report.cost_usd, "command": config.command,
+        "redaction": (f"on: {sum(report.redactions.values())} secrets replaced by [REDACTED:<rule>:<tag>] "
+                      "in prompts, answers and every file (gitleaks rules + configs/redact.toml)"
+                      if config.redact else "OFF (--no-redact): prompts hold the sessions' raw text"),
     }

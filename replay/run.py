@@ -62,7 +62,10 @@ def _teacher_flags(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--allow-same-family", action="store_true",
                        help="let teachers of the student's own family vote (off: they are excluded)")
     group.add_argument("--no-redact", action="store_true",
-                       help="send sessions as they are (default: secrets are redacted first)")
+                       help="keep the sessions' raw text in requests and every output (default: secrets "
+                            "are redacted once, right after ingestion; the dataset card says which)")
+    group.add_argument("--max-response-mb", type=float, default=10.0, metavar="MB",
+                       help="a teacher answer larger than this is a counted failure, never read whole (10)")
 
 
 def _consensus_flags(group: argparse._ArgumentGroup) -> None:
@@ -90,14 +93,17 @@ def config_from_args(args: argparse.Namespace, argv: list[str]) -> RunConfig:
     if not args.teachers and not args.dry_run:
         raise ReplayError("no teachers: pass --teachers (e.g. --teachers gpt-5,deepseek), or --dry-run "
                           "to only ingest")
+    if args.max_response_mb <= 0:
+        raise ReplayError(f"--max-response-mb must be > 0, got {args.max_response_mb}")
     pool = None
     if args.teachers:
         pool = PoolOptions(teachers=args.teachers, cache=args.cache, concurrency=args.concurrency,
                            per_teacher=args.per_teacher, samples=args.samples, timeout=args.timeout,
                            max_cost=args.max_cost, allow_same_family=args.allow_same_family,
-                           redact=not args.no_redact)
+                           redact=not args.no_redact,
+                           max_response_bytes=int(args.max_response_mb * 1_000_000))
     return RunConfig(
-        source=args.source, out=args.out, dry_run=args.dry_run, pool=pool,
+        source=args.source, out=args.out, dry_run=args.dry_run, pool=pool, redact=not args.no_redact,
         ingest=IngestOptions(include_subagents=args.include_subagents, max_states=args.max_states,
                              max_message_chars=args.max_message_chars,
                              max_prompt_tokens=args.max_prompt_tokens),
@@ -117,7 +123,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         report = run(config_from_args(args, argv))
     except ReplayError as error:
-        print(f"error: {error}", file=sys.stderr)
+        from teachers.scrub import scrub
+
+        print(f"error: {scrub(str(error))}", file=sys.stderr)
         return 2
     print_summary(report, str(args.out))
     return 0

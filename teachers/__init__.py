@@ -2,7 +2,7 @@
 
 Registry & families (`registry`), secret redaction (`redact`), the SQLite response cache (`cache`),
 litellm calls with one retry policy (`client`), cost (`cost`), and the pool that ties them (`pool`).
-Importing this package is cheap: litellm and detect-secrets load on first use.
+Importing this package is cheap: litellm and the RE2 secret rules load on first use.
 """
 
 from teachers.cache import CacheEntry, ResponseCache, cache_key

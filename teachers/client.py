@@ -21,12 +21,21 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 from tenacity.wait import wait_random_exponential
 
 from ingestion.schema import Action, ToolCall
+from teachers.http import MAX_RESPONSE_BYTES, handler_client, install_sdk_client, is_too_large
 from teachers.llm import load_litellm
 from teachers.registry import TeacherSpec
+from teachers.scrub import install_log_scrubbing, scrub
 
 _THINK = re.compile(r"<think>(.*?)(?:</think>|$)", re.S)
 _OWN_ARGUMENTS = frozenset({"model", "messages", "tools", "timeout", "num_retries", "max_retries", "stream",
-                            "api_base", "api_key"})
+                            "api_base", "api_key", "client"})
+# Providers litellm serves with its own AsyncHTTPHandler, which take one as `client=`: for the
+# OpenAI-format ones, tried against a loopback server (the others fail on a handler client); for the
+# rest, typed so in litellm's dispatch (main.py `_dispatch_client_http`). Every other provider goes
+# through the OpenAI SDK, which uses `litellm.aclient_session`. Both are capped (teachers.http).
+_HANDLER_PROVIDERS = frozenset({"anthropic", "gemini", "vertex_ai", "vertex_ai_beta", "deepseek",
+                                "openrouter", "xai", "mistral", "together_ai", "fireworks_ai", "hosted_vllm",
+                                "azure_ai", "cometapi", "edenai"})
 _CONNECTION = re.compile(r"connection error|connection refused|cannot connect", re.I)
 # A 429 that means "out of credit", not "slow down": waiting will not fix it.
 _NO_QUOTA = re.compile(r"insufficient_quota|exceeded your current quota|billing", re.I)
@@ -84,6 +93,8 @@ def is_retryable(error: BaseException) -> bool:
     """
     import openai
 
+    if is_too_large(error):
+        return False  # the same answer again would be as large
     status = getattr(error, "status_code", None)
     if isinstance(error, openai.APIConnectionError | TimeoutError | ConnectionError):
         return True  # litellm's Timeout and APIConnectionError land here
@@ -99,6 +110,8 @@ def error_kind(error: BaseException) -> str:
     ('timeout', 'error')
     """
     litellm = load_litellm()
+    if is_too_large(error):
+        return "response_too_large"
     status = getattr(error, "status_code", None)
     if isinstance(error, litellm.Timeout | TimeoutError) or status == 408:
         return "timeout"
@@ -111,6 +124,17 @@ def error_kind(error: BaseException) -> str:
     if status in kinds:
         return kinds[status]
     return "server_error" if isinstance(status, int) and status >= 500 else "error"
+
+
+def describe_error(error: BaseException, spec: TeacherSpec) -> str:
+    """`kind: first line of the message`, scrubbed of every key (teachers.scrub), at most 300 characters:
+    what `Proposal.error` holds.
+
+    >>> describe_error(TimeoutError("slow"), TeacherSpec(name="a", model="openai/m"))
+    'timeout: slow'
+    """
+    text = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    return f"{error_kind(error)}: {scrub(text, spec)[:300]}"
 
 
 def _wait(policy: RetryPolicy) -> Any:
@@ -154,10 +178,26 @@ def missing_keys(spec: TeacherSpec) -> list[str]:
     return missing
 
 
+def _http_client(litellm: Any, spec: TeacherSpec) -> Any:
+    """The capped client for this teacher's provider (teachers.http), passed the way litellm takes it."""
+    install_sdk_client(litellm)  # providers served through the OpenAI SDK
+    try:
+        provider = litellm.get_llm_provider(spec.model, api_base=spec.api_base)[1]
+    except Exception:  # litellm raises its BadRequestError for an unknown provider
+        return None
+    return handler_client() if provider in _HANDLER_PROVIDERS else None
+
+
 async def complete(spec: TeacherSpec, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *,
-                   timeout: float, policy: RetryPolicy, on_retry: Any = None) -> dict[str, Any]:
-    """The chat.completion body (a plain dict) for one call; raises the last error when all attempts fail."""
+                   timeout: float, policy: RetryPolicy, on_retry: Any = None,
+                   max_response_bytes: int = 10_000_000) -> dict[str, Any]:
+    """The chat.completion body (a plain dict) for one call; raises the last error when all attempts fail.
+    An answer over `max_response_bytes` raises (teachers.http.ResponseTooLarge, wrapped) unread."""
     litellm = load_litellm()
+    # litellm logs failed calls with the provider's message, which may echo the key sent.
+    install_log_scrubbing("LiteLLM", "LiteLLM Router", "LiteLLM Proxy")
+    MAX_RESPONSE_BYTES.set(max_response_bytes)  # this task's calls only
+    client = _http_client(litellm, spec)
     # The call's own arguments win: a `timeout` or `num_retries` in params would be a TypeError.
     kwargs: dict[str, Any] = {k: v for k, v in spec.params.items() if k not in _OWN_ARGUMENTS}
     if tools:
@@ -167,6 +207,8 @@ async def complete(spec: TeacherSpec, messages: list[dict[str, Any]], tools: lis
     key = api_key_for(spec)
     if key is not None:
         kwargs["api_key"] = key
+    if client is not None:
+        kwargs["client"] = client
 
     async def attempt() -> Any:
         return await litellm.acompletion(model=spec.model, messages=messages, timeout=timeout,

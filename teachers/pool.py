@@ -17,9 +17,9 @@ import orjson
 
 from ingestion.schema import Action, Proposal, TraceState
 from teachers.cache import CacheEntry, ResponseCache, cache_key
-from teachers.client import RetryPolicy, complete, error_kind, parse_action
+from teachers.client import RetryPolicy, complete, describe_error, parse_action
 from teachers.cost import Estimate, call_cost, estimate, usage
-from teachers.redact import redact_text
+from teachers.redact_state import redact_action
 from teachers.registry import TeacherSpec, split_by_family
 from teachers.request import build_request
 from teachers.stats import PoolStats, TeacherStats
@@ -38,21 +38,25 @@ class TeacherPool:
 
     def __init__(self, teachers: Sequence[TeacherSpec], *, cache: ResponseCache | None = None,
                  concurrency: int = 16, per_teacher: int = 8, timeout: float = 120.0, samples: int = 1,
-                 max_cost: float | None = None, redact: bool = True, allow_same_family: bool = False,
+                 max_cost: float | None = None, allow_same_family: bool = False,
                  retry: RetryPolicy | None = None, prompt_version: str = PROMPT_VERSION,
-                 expected_completion_tokens: int = 400) -> None:
+                 expected_completion_tokens: int = 400, max_response_bytes: int = 10_000_000,
+                 redact_key: bytes | None = None) -> None:
         self.teachers = list(teachers)
         self.cache = cache if cache is not None else ResponseCache()
         self.concurrency, self.per_teacher = max(concurrency, 1), max(per_teacher, 1)
         self.timeout, self.samples, self.max_cost = timeout, max(samples, 1), max_cost
-        self.redact, self.allow_same_family = redact, allow_same_family
+        self.allow_same_family = allow_same_family
+        self.max_response_bytes = max_response_bytes
+        # Answers are redacted like the states they answer (None: --no-redact), so no output holds a
+        # secret-shaped string a teacher wrote either.
+        self.redact_key = redact_key
         self.retry = retry or RetryPolicy()
         self.prompt_version = prompt_version
         self.expected_completion_tokens = expected_completion_tokens
         self.stats = PoolStats()
         self._requests: OrderedDict[str, tuple[TraceState, list[dict[str, Any]], list[dict[str, Any]]]] = \
             OrderedDict()
-        self._redaction_counted: set[str] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._global = asyncio.Semaphore(self.concurrency)
         self._per: dict[str, asyncio.Semaphore] = {}
@@ -64,15 +68,14 @@ class TeacherPool:
         return split_by_family(self.teachers, state.student_model, self.allow_same_family)
 
     def request(self, state: TraceState) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        """The (messages, tools) every teacher receives for this state: redacted, in wire form."""
+        """The (messages, tools) every teacher receives for this state, in wire form. States come
+        redacted (`teachers.redact_state`, run once per state by `replay.pipeline`); the pool sends them
+        as they are."""
         memo = self._requests.get(state.state_id)
         if memo is not None and memo[0] is state:
             self._requests.move_to_end(state.state_id)
             return memo[1], memo[2]
-        messages, tools, redactions = build_request(state, redact=self.redact)
-        if state.state_id not in self._redaction_counted:  # once per state, not per teacher x sample
-            self._redaction_counted.add(state.state_id)
-            self.stats.redactions.update(redactions)
+        messages, tools = build_request(state)
         self._requests[state.state_id] = (state, messages, tools)
         if len(self._requests) > _REQUEST_MEMO:
             self._requests.popitem(last=False)
@@ -108,7 +111,7 @@ class TeacherPool:
             key = self.key(teacher, state, sample)
             if (entry := self.cache.get(key)) is not None:
                 counts.cached += 1
-                return self._proposal(base, entry, counts, cached=True)
+                return self._redacted(self._proposal(base, entry, counts, cached=True))
             messages, tools = self.request(state)
             total, mine = self._semaphores(teacher.name)
             async with mine, total:
@@ -116,17 +119,18 @@ class TeacherPool:
                     counts.budget_exhausted += 1
                     return Proposal(**base, error="budget_exhausted")
                 body = await complete(teacher, messages, tools, timeout=self.timeout, policy=self.retry,
-                                      on_retry=lambda: setattr(counts, "retries", counts.retries + 1))
+                                      on_retry=lambda: setattr(counts, "retries", counts.retries + 1),
+                                      max_response_bytes=self.max_response_bytes)
             entry = self._entry(teacher, body, sample)
             self.cache.put(key, entry)  # committed now: a killed run keeps what it paid for
         except Exception as error:  # one teacher failing never fails a run
             counts.failed += 1
-            return Proposal(**base, error=_describe(error, teacher))
+            return Proposal(**base, error=describe_error(error, teacher))
         counts.made += 1
         counts.prompt_tokens += entry.prompt_tokens
         counts.completion_tokens += entry.completion_tokens
         counts.cost_usd += entry.cost_usd
-        return self._proposal(base, entry, counts, cached=False)
+        return self._redacted(self._proposal(base, entry, counts, cached=False))
 
     def estimate(self, state: TraceState) -> list[Estimate]:
         """Dry run: per eligible teacher, prompt tokens and USD for this state; no network.
@@ -154,6 +158,11 @@ class TeacherPool:
     def _over_budget(self) -> bool:
         return self.max_cost is not None and self.stats.cost_usd >= self.max_cost
 
+    def _redacted(self, proposal: Proposal) -> Proposal:
+        if self.redact_key is None or proposal.action is None:
+            return proposal
+        return proposal.model_copy(update={"action": redact_action(proposal.action, self.redact_key)[0]})
+
     @staticmethod
     def _entry(teacher: TeacherSpec, body: dict[str, Any], sample: int) -> CacheEntry:
         choices = body.get("choices") or [{}]
@@ -174,10 +183,3 @@ class TeacherPool:
                         prompt_tokens=entry.prompt_tokens, completion_tokens=entry.completion_tokens,
                         cost_usd=entry.cost_usd)
 
-
-def _describe(error: BaseException, teacher: TeacherSpec) -> str:
-    """`kind: first line of the message`, with the teacher's key and any other secret scrubbed."""
-    text = (str(error).strip().splitlines() or [type(error).__name__])[0]
-    if teacher.api_key is not None and teacher.api_key.get_secret_value():
-        text = text.replace(teacher.api_key.get_secret_value(), "[REDACTED:api_key]")
-    return f"{error_kind(error)}: {redact_text(text)[0][:300]}"

@@ -1,173 +1,265 @@
-"""Secret redaction for prompts, before anything leaves the machine.
+"""Secret redaction: one pure function of a string, applied to every string of a state before it is
+written or sent.
 
-Two layers: our own patterns for the secrets agents meet most (provider keys, AWS, GitHub, Slack, PEM
-blocks, `.env` lines), which replace the whole secret; then detect-secrets' maintained detectors, line
-by line, for the long tail (JWTs, Stripe, Twilio, basic-auth URLs, `password = "..."`, ...).
-Each secret becomes `[REDACTED:<kind>]`. Results are memoised per string: the states of one trace
-repeat the same history, so each message is scanned once per run.
+Rules are data (`teachers.secret_rules`: gitleaks' default rules plus configs/redact.toml), matched with
+RE2 over UTF-8 bytes; a rule runs only when one of its keywords occurs in the text (one RE2 set pass), as
+in gitleaks. Three views of a text are scanned: the text itself; the text with JSON/`\\u`/`\\x` escapes
+decoded (a PEM block inside a JSON string, a `\\u`-escaped token), mapped back to the original span;
+and base64 runs that decode to text holding a secret (the whole run goes). A secret that ends a line
+and continues on the next (a key wrapped by a terminal or an editor) takes the continuation with it.
+
+Each secret becomes `[REDACTED:<rule>]`, or with a key `[REDACTED:<rule>:<tag>]`, the tag being the
+first 6 hex digits of HMAC-SHA256(key, secret): the same secret gets the same placeholder in every
+message, state, trace and run that uses the same key; two secrets get two; and the tag cannot be
+checked against guessed passwords without the key, which never leaves the machine (`replay.pipeline`
+keeps it in the user cache dir). A pure function of (text, key) is what lead decision C1 asks for:
+every state of a trace carries the same redacted messages, so each request extends the previous one.
 """
 
 from __future__ import annotations
 
+import base64
+import bisect
+import hashlib
+import hmac
 import json
 import re
 from collections import Counter
 from functools import lru_cache
 from typing import Any
 
-MARK = "[REDACTED:{}]"
+from teachers.secret_rules import Rule, rule_set, shannon_entropy
+from teachers.secret_values import plausible
+
+MARK = re.compile(r"\[REDACTED:[^\]\s]*\]")
 # Fields that are structure, not content: ids and roles are never secrets and must stay intact.
 _STRUCTURAL = frozenset({"role", "type", "id", "tool_call_id", "name"})
-_LINE_PREFIX = r"(?:[ \t]*\d+(?:\t|→)[ \t]*)?"  # Claude Code's Read output numbers every line
-_NEWLINE = r"(?:\r?\n|\\n)"                    # real, or escaped inside a JSON string read as text
-_PEM_HEAD = r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY[A-Z ]*-----"
-_ENV_NAME = (r"(?:[A-Za-z0-9]+[_.-])*(?:API_?KEY|KEY|SECRET|TOKEN|PASSWORD|PASSWD|PWD|PASS|PASSPHRASE|"
-             r"CREDENTIALS?)(?:[_.-][A-Za-z0-9]+)*")
+_ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|x([0-9a-fA-F]{2})|([nrt\"\\/']))")
+_SIMPLE = {"n": "\n", "r": "\r", "t": "\t", '"': '"', "\\": "\\", "/": "/", "'": "'"}
+_BASE64 = re.compile(r"[A-Za-z0-9+/_-]{24,}={0,2}")
+_WRAP = re.compile(r"(?:\\?\r?\n|\\n)(?:[ \t]*\d+(?:\t|→))?[ \t]*([A-Za-z0-9_+/-]{6,}={0,2})"
+                   r"(?=$|[\s\"'`]|\\n)")
+_DEPTH = 2  # views of views: an escaped string inside an escaped string, base64 inside JSON
 
-# (kind, pattern, group to replace). Order matters: whole PEM blocks before anything inside them.
-PATTERNS: tuple[tuple[str, re.Pattern[str], int], ...] = (
-    # The body may only hold base64, PEM headers and line numbers: code that merely mentions both
-    # marker lines (a PEM parser) must survive.
-    ("private_key", re.compile(_PEM_HEAD + r"[A-Za-z0-9+/=\s:,.\\→-]*?"
-                               r"-----END [A-Z0-9 ]*PRIVATE KEY[A-Z ]*-----"), 0),
-    # A block cut by a budget marker has no END line: take the base64 lines that follow the header.
-    ("private_key", re.compile(_PEM_HEAD + rf"(?:(?:{_NEWLINE}{_LINE_PREFIX})+"
-                               r"(?:[A-Za-z0-9+/=]{16,}|(?:Proc-Type|DEK-Info|Comment):[^\n\\]*))+"), 0),
-    ("anthropic_key", re.compile(r"(?<![\w-])sk-ant-[A-Za-z0-9_\-]{20,}"), 0),
-    ("openai_key", re.compile(r"(?<![\w-])sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}"), 0),
-    ("aws_access_key", re.compile(r"(?<![A-Z0-9])(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z0-9]{16}"
-                                  r"(?![A-Z0-9])"), 0),
-    ("aws_secret_key", re.compile(r"(?i)(?:aws_?secret_?access_?key|aws_?secret_?key|secretaccesskey)"
-                                  r"[\"']?\s*[:=]\s*[\"']?([A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])"), 1),
-    ("github_token", re.compile(r"(?<![A-Za-z0-9_])(?:gh[pousr]_[A-Za-z0-9]{36,255}|"
-                                r"github_pat_[A-Za-z0-9_]{22,255})"), 0),
-    ("slack_token", re.compile(r"(?<![A-Za-z0-9])xox[abposr]-[A-Za-z0-9-]{10,}"), 0),
-    ("env_secret", re.compile(rf"(?im)^{_LINE_PREFIX}(?:export[ \t]+)?{_ENV_NAME}[ \t]*=[ \t]*"
-                              r"(\"[^\"\n]*\"|'[^'\n]*'|[^\s#]+)"), 1),
-)
-# An `.env` value that is no secret: empty, a boolean or number, a `$VAR` reference, or code.
-_NOT_A_VALUE = re.compile(r"""^["']?(?:|true|false|yes|no|on|off|none|null|nil|\d+(?:\.\d+)?)["']?$"""
-                          r"|^[\"']?[$%]|[()\[\]{}]|\[REDACTED:", re.I)
-# detect-secrets plugins left out: the entropy detectors flag every git SHA, lockfile hash and base64
-# fixture in a repo (691 hits in one 200 kB source file, measured) and teachers need those verbatim;
-# a public IP address is not a credential. Private keys are whole blocks above.
-_SKIPPED_PLUGINS = frozenset({"Base64HighEntropyString", "HexHighEntropyString", "IPPublicDetector",
-                              "PrivateKeyDetector"})
-_TOKEN_CHARS = re.compile(r"[\w-]")
+Span = tuple[int, int, Rule]
 
 
-def _kind(secret_type: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "_", secret_type.lower()).strip("_")
+def _char_offsets(text: str, data: bytes, spans: list[tuple[int, int, Rule]]) -> list[Span]:
+    if len(data) == len(text):  # ASCII: bytes are characters
+        return spans
+    return [(len(data[:s].decode("utf-8", "ignore")), len(data[:e].decode("utf-8", "ignore")), r)
+            for s, e, r in spans]
 
 
-@lru_cache(maxsize=1)
-def _plugins() -> tuple[tuple[str, Any], ...]:
-    # Imported here: detect-secrets loads every plugin module (0.15 s), which `import teachers` must not pay.
-    from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
-
-    return tuple((_kind(cls.secret_type), cls()) for cls in get_mapping_from_secret_type_to_class().values()
-                 if cls.__name__ not in _SKIPPED_PLUGINS)
+def _first_group(match: Any, rule: Rule) -> int:
+    if rule.secret_group:
+        return rule.secret_group
+    groups = match.groups()
+    return next((i for i, g in enumerate(groups, 1) if g), 0)
 
 
-@lru_cache(maxsize=1)
-def _keyword_hint() -> re.Pattern[str]:
-    # KeywordDetector is the slow one (60% of the scan); a line without its keywords cannot match it.
-    from detect_secrets.plugins.keyword import DENYLIST_REGEX
-
-    return re.compile(DENYLIST_REGEX, re.IGNORECASE)
-
-
-def _own_patterns(text: str, counts: Counter[str]) -> str:
-    for kind, pattern, group in PATTERNS:
-        def replace(match: re.Match[str], kind: str = kind, group: int = group) -> str:
-            value = match.group(group)
-            if kind == "env_secret" and _NOT_A_VALUE.search(value):
-                return match.group(0)
-            counts[kind] += 1
-            start, end = match.start(group) - match.start(), match.end(group) - match.start()
-            return match.group(0)[:start] + MARK.format(kind) + match.group(0)[end:]
-
-        text = pattern.sub(replace, text)
-    return text
-
-
-def _widen(line: str, start: int, end: int) -> tuple[int, int]:
-    # Some detectors yield only a prefix (GitHubTokenDetector yields "ghp"): take the whole token.
-    while start > 0 and _TOKEN_CHARS.match(line[start - 1]):
-        start -= 1
-    while end < len(line) and _TOKEN_CHARS.match(line[end]):
-        end += 1
-    return start, end
-
-
-def _detect_secrets_line(line: str, counts: Counter[str]) -> str:
-    for kind, plugin in _plugins():
-        if kind == "secret_keyword" and not _keyword_hint().search(line):
-            continue
-        for value in set(plugin.analyze_string(line)):
-            if len(value) < 4 or "[REDACTED:" in value:
+def _direct(text: str) -> list[Span]:
+    rules = rule_set()
+    data = text.encode("utf-8", "surrogatepass")
+    found: list[tuple[int, int, Rule]] = []
+    for rule in rules.candidates(data.lower()):
+        for match in rule.regex.finditer(data):
+            group = _first_group(match, rule)
+            start, end = match.span(group)
+            secret_bytes = data[start:end].strip(b"\n")
+            end = start + len(secret_bytes)
+            secret = secret_bytes.decode("utf-8", "replace")
+            if not secret or (rule.entropy and shannon_entropy(secret) <= rule.entropy):
                 continue
-            at = line.find(value)
-            while at >= 0:
-                start, end = _widen(line, at, at + len(value))
-                mark = MARK.format(kind)
-                line = line[:start] + mark + line[end:]
-                counts[kind] += 1
-                at = line.find(value, start + len(mark))
-    return line
+            line_start = data.rfind(b"\n", 0, start) + 1
+            line_end = data.find(b"\n", end)
+            line = data[line_start:line_end if line_end >= 0 else len(data)]
+            allowlists = (*rules.allowlists, *rule.allowlists)
+            if any(a.allows(secret_bytes, match.group(0), line) for a in allowlists):
+                continue
+            quoted = start > 0 and data[start - 1:start] in (b'"', b"'", b"`")
+            if rule.judge and not plausible(secret, rule.judge, quoted):
+                continue
+            found.append((start, end, rule))
+    return _char_offsets(text, data, found)
 
 
-@lru_cache(maxsize=16384)
-def _redact_cached(text: str) -> tuple[str, tuple[tuple[str, int], ...]]:
-    counts: Counter[str] = Counter()
-    text = _own_patterns(text, counts)
-    lines = text.split("\n")
-    # Under 8 characters no detector can match; skipping them halves the scan of source code.
-    text = "\n".join(_detect_secrets_line(line, counts) if len(line) >= 8 else line for line in lines)
-    return text, tuple(sorted(counts.items()))
+def _unescape(text: str) -> tuple[str, list[tuple[int, int, int, int]]]:
+    """The text with escapes decoded, and (decoded start, decoded length, original start, original end)
+    of each escape."""
+    out: list[str] = []
+    pieces: list[tuple[int, int, int, int]] = []
+    last = size = 0
+    for match in _ESCAPE.finditer(text):
+        out.append(text[last:match.start()])
+        size += match.start() - last
+        code, byte, simple = match.groups()
+        char = chr(int(code or byte, 16)) if (code or byte) else _SIMPLE[simple]
+        pieces.append((size, len(char), match.start(), match.end()))
+        out.append(char)
+        size += len(char)
+        last = match.end()
+    out.append(text[last:])
+    return "".join(out), pieces
 
 
-def redact_text(text: str) -> tuple[str, Counter[str]]:
-    """`text` with every secret found replaced by `[REDACTED:<kind>]`, and the count of each kind.
+def _to_original(pos: int, pieces: list[tuple[int, int, int, int]], starts: list[int], end: bool) -> int:
+    # A start inside an escape's output maps to the escape's start; an (exclusive) end inside or at
+    # the end of it maps to the escape's end; elsewhere the shift of the last escape before applies.
+    index = (bisect.bisect_left(starts, pos) if end else bisect.bisect_right(starts, pos)) - 1
+    if index < 0:
+        return pos
+    dec_start, dec_len, orig_start, orig_end = pieces[index]
+    if pos < dec_start + dec_len or (end and pos == dec_start + dec_len):
+        return orig_end if end else orig_start
+    return orig_end + (pos - dec_start - dec_len)
 
-    >>> redact_text("OPENAI_API_KEY=sk-proj-abcdefghijklmnopqrstuvwxyz012345\\nDEBUG=true")
-    ('OPENAI_API_KEY=[REDACTED:openai_key]\\nDEBUG=true', Counter({'openai_key': 1}))
+
+def _decoded_base64(run: str) -> str | None:
+    if not any(c.isdigit() or c in "+/" for c in run):
+        return None  # an identifier or a word, not an encoding
+    alphabet = "-_" if ("-" in run or "_" in run) else "+/"
+    try:
+        raw = base64.b64decode(run + "=" * (-len(run) % 4), altchars=alphabet.encode(), validate=True)
+        text = raw.decode("utf-8")
+    except ValueError:
+        return None
+    printable = sum(c.isprintable() or c in "\n\r\t" for c in text[:4096])
+    return text if len(text) >= 12 and printable >= 0.95 * min(len(text), 4096) else None
+
+
+def _find(text: str, depth: int) -> list[Span]:
+    spans = _direct(text)
+    if depth <= 0:
+        return spans
+    if "\\" in text:
+        decoded, pieces = _unescape(text)
+        if pieces:
+            starts = [p[0] for p in pieces]
+            spans += [(_to_original(s, pieces, starts, False), _to_original(e, pieces, starts, True), r)
+                      for s, e, r in _find(decoded, depth - 1)]
+    for match in _BASE64.finditer(text):
+        inner = _decoded_base64(match.group(0))
+        hits = _find(inner, depth - 1) if inner else []
+        if hits:
+            spans.append((match.start(), match.end(), min(hits, key=lambda h: h[2].generic)[2]))
+    return spans
+
+
+def _same_alphabet(secret: str, run: str) -> bool:
+    classes = [str.isupper, str.islower, str.isdigit]
+    symbols = {c for c in secret if not c.isalnum()}
+    return all(c in symbols or any(f(c) and any(f(x) for x in secret) for f in classes)
+               for c in run.rstrip("="))
+
+
+def _extend_wrapped(text: str, spans: list[Span]) -> list[Span]:
+    out = []
+    for start, end, rule in spans:
+        if end - start >= 16:
+            for _ in range(3):  # a key wrapped over up to four lines
+                tail = _WRAP.match(text, end)
+                run = tail.group(1) if tail else ""
+                # The continuation of a random key: a digit somewhere, and only characters the key uses.
+                if not run or not any(c.isdigit() for c in run) or not _same_alphabet(text[start:end], run):
+                    break
+                end = tail.end(1)
+        out.append((start, end, rule))
+    return out
+
+
+def _merge(spans: list[Span]) -> list[Span]:
+    """Overlapping findings become one; a specific rule names it over a generic one, then the longest."""
+    merged: list[list[Any]] = []
+    for start, end, rule in sorted(spans, key=lambda s: (s[0], -s[1])):
+        if merged and start < merged[-1][1]:
+            group = merged[-1]
+            group[1] = max(group[1], end)
+            group[2].append((start, end, rule))
+        else:
+            merged.append([start, end, [(start, end, rule)]])
+    return [(s, e, min(found, key=lambda f: (f[2].generic, -(f[1] - f[0])))[2]) for s, e, found in merged]
+
+
+def _tag(secret: str, key: bytes) -> str:
+    return hmac.new(key, secret.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()[:6]
+
+
+@lru_cache(maxsize=8192)
+def redact_found(text: str, key: bytes | None = None) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """(redacted text, ((rule, secret digest), ...)): the digest tells secrets apart for counting and
+    never leaves the process. Memoised: the states of a trace repeat the same history."""
+    spans = _find(text, _DEPTH)
+    if spans and "[REDACTED:" in text:  # already redacted text stays as it is (idempotent)
+        marks = [m.span() for m in MARK.finditer(text)]
+        spans = [s for s in spans if not any(a < s[1] and s[0] < b for a, b in marks)]
+    if not spans:
+        return text, ()
+    out, found, last = [], [], 0
+    for start, end, rule in _merge(_extend_wrapped(text, spans)):
+        secret = text[start:end]
+        mark = f"[REDACTED:{rule.id}:{_tag(secret, key)}]" if key else f"[REDACTED:{rule.id}]"
+        out += [text[last:start], mark]
+        found.append((rule.id, hashlib.sha256(secret.encode("utf-8", "surrogatepass")).hexdigest()[:16]))
+        last = end
+    out.append(text[last:])
+    return "".join(out), tuple(found)
+
+
+def redact_text(text: str, key: bytes | None = None) -> tuple[str, Counter[str]]:
+    """`text` with every secret replaced by a placeholder, and the count of each kind (rule id).
+
+    >>> redact_text("OPENAI_API_KEY=sk-proj-Abcdefghij0123456789klmnopqrstuv\\nDEBUG=true")
+    ('OPENAI_API_KEY=[REDACTED:openai-key]\\nDEBUG=true', Counter({'openai-key': 1}))
+    >>> redact_text("sort_key=lambda row: row[0]  # KEY_FILE=/etc/ssl/server.key")[1]
+    Counter()
+    >>> redact_text("pw sk-ant-api03-" + "k" * 40, key=b"k")[0]
+    'pw [REDACTED:anthropic-key:ff0975]'
     """
-    redacted, counts = _redact_cached(text)
-    return redacted, Counter(dict(counts))
+    redacted, found = redact_found(text, key)
+    return redacted, Counter(kind for kind, _ in found)
 
 
-def _walk(value: Any, counts: Counter[str], key: str | None = None) -> Any:
+def redact_value(value: Any, key: bytes | None = None, field: str | None = None
+                 ) -> tuple[Any, list[tuple[str, str]]]:
+    """A copy of a JSON-like value with every string redacted (structural fields kept), and what was
+    found. Tool-call `arguments` given as a JSON string are searched as an object, so a multi-line
+    secret inside is multi-line text when it is searched; the input is never changed."""
     if isinstance(value, str):
-        if key in _STRUCTURAL:
-            return value
-        if key == "arguments" and value.lstrip().startswith("{"):
+        if field in _STRUCTURAL:
+            return value, []
+        if field == "arguments" and value.lstrip().startswith("{"):
             try:
                 parsed = json.loads(value)
             except ValueError:
                 parsed = None
             if isinstance(parsed, dict):
-                found: Counter[str] = Counter()
-                walked = _walk(parsed, found)
-                counts.update(found)
-                return json.dumps(walked, ensure_ascii=False) if found else value
-        redacted, found = _redact_cached(value)
-        counts.update(dict(found))
-        return redacted
+                walked, found = redact_value(parsed, key)
+                return (json.dumps(walked, ensure_ascii=False) if found else value), found
+        redacted, found_text = redact_found(value, key)
+        return redacted, list(found_text)
     if isinstance(value, dict):
-        return {k: _walk(v, counts, k) for k, v in value.items()}
+        found_all: list[tuple[str, str]] = []
+        out = {}
+        for k, v in value.items():
+            out[k], found = redact_value(v, key, k)
+            found_all += found
+        return out, found_all
     if isinstance(value, list):
-        return [_walk(item, counts) for item in value]
-    return value
+        pairs = [redact_value(item, key) for item in value]
+        return [p[0] for p in pairs], [f for p in pairs for f in p[1]]
+    return value, []
 
 
-def redact_messages(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], Counter[str]]:
-    """New messages with secrets redacted in every string (content, tool arguments, nested); input untouched.
+def redact_messages(messages: list[dict[str, Any]], key: bytes | None = None
+                    ) -> tuple[list[dict[str, Any]], Counter[str]]:
+    """New messages with secrets redacted in every string (content, tool arguments, nested).
 
-    >>> msgs = [{"role": "tool", "tool_call_id": "c1", "content": "token: ghp_" + "a" * 36}]
+    >>> pat = "ghp_aB3dE5fG7hJ9kL1mN2pQ4rS6tU8vW0xY2z4c"
+    >>> msgs = [{"role": "tool", "tool_call_id": "c1", "content": "use " + pat}]
     >>> redact_messages(msgs)
-    ([{'role': 'tool', 'tool_call_id': 'c1', 'content': 'token: [REDACTED:github_token]'}], \
-Counter({'github_token': 1}))
+    ([{'role': 'tool', 'tool_call_id': 'c1', 'content': 'use [REDACTED:github-pat]'}], \
+Counter({'github-pat': 1}))
     """
-    counts: Counter[str] = Counter()
-    return _walk(messages, counts), counts
+    redacted, found = redact_value(messages, key)
+    return redacted, Counter(kind for kind, _ in found)

@@ -22,8 +22,11 @@ SECRET_PARAM = re.compile(r"(?i)api_?key|secret|password|credential|authorizatio
                           r"|(?:^|_)token$|^aws_")
 # Call options that change how a request travels, not what the model answers.
 _TRANSPORT_PARAMS = frozenset({"api_base", "base_url", "timeout", "num_retries", "max_retries", "stream"})
-_ENDPOINT = re.compile(r"^(?P<name>[^=\s]+)=(?P<model>[^@\s]+(?:@(?!https?://)[^@\s]+)?)"
-                       r"(?:@(?P<url>https?://\S+))?$")
+# An endpoint is http(s)://host[:port][/path]: lower-case scheme, no credentials, query or fragment.
+_URL = re.compile(r"^https?://(?:[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\])"
+                  r"(?::(?P<port>[0-9]{1,5}))?(?:/[A-Za-z0-9._~!$&'()*+,;=:%/-]*)?$")
+_SCHEME_AFTER_AT = re.compile(r"@(?=[A-Za-z][A-Za-z0-9+.-]*://)")
+_ENDPOINT_FORM = "name=<model>@http(s)://host[:port][/path]"
 
 
 def safe_params(params: dict[str, Any]) -> dict[str, Any]:
@@ -154,25 +157,59 @@ def _is_litellm_model(model: str) -> bool:
     return True
 
 
+def _shown(entry: str) -> str:
+    from teachers.redact import redact_text
+
+    return repr(redact_text(entry)[0])  # an entry may hold a key (user:key@host): never echo it
+
+
+def _known_model(model: str) -> bool:
+    from teachers.llm import load_litellm
+
+    return model in load_litellm().model_cost
+
+
+def _split_endpoint(entry: str, rest: str) -> tuple[str, str | None]:
+    """(model, url or None) of `rest`; a model string holding `@` or `://` is never passed on, except a
+    name litellm knows with a version after `@` (vertex_ai/claude-sonnet-4-5@20250929)."""
+    at = _SCHEME_AFTER_AT.search(rest)
+    if at is None:
+        if "://" in rest or ("@" in rest and not _known_model(rest)):
+            raise TeacherConfigError(f"bad teacher endpoint {_shown(entry)}: '@' must be followed by "
+                                     f"http:// or https:// ({_ENDPOINT_FORM})")
+        return rest, None
+    model, url = rest[:at.start()], rest[at.end():]
+    match = _URL.match(url)
+    if match is None or (match["port"] and not 0 < int(match["port"]) < 65536):
+        raise TeacherConfigError(f"bad teacher endpoint URL in {_shown(entry)}: expected {_ENDPOINT_FORM} "
+                                 "(lower-case http or https, no user:password@)")
+    if not model or "@" in model or "://" in model:
+        raise TeacherConfigError(f"bad teacher model in {_shown(entry)}: expected {_ENDPOINT_FORM}")
+    return model, url
+
+
 def _spec(entry: str) -> TeacherSpec:
     registry = _registry()
     if entry in registry.aliases:
         alias = registry.aliases[entry]
         return TeacherSpec(name=entry, model=alias.model, family=alias.family or infer_family(alias.model),
                            params=alias.params, api_base=alias.api_base)
-    endpoint = _ENDPOINT.match(entry) if "=" in entry else None
-    if endpoint:
-        model = endpoint["model"]
-        if model in registry.aliases and not endpoint["url"]:
-            return _spec(model).model_copy(update={"name": endpoint["name"]})
-        if endpoint["url"] or _is_litellm_model(model):
-            return TeacherSpec(name=endpoint["name"], model=model, family=infer_family(model),
-                               api_base=endpoint["url"])
-    if "=" not in entry and _is_litellm_model(entry):
+    name, _, rest = entry.partition("=") if "=" in entry else ("", "", entry)
+    if "=" in entry and (not name or any(c in name for c in "@/: \t")):
+        raise TeacherConfigError(f"bad teacher entry {_shown(entry)}: expected {_ENDPOINT_FORM}")
+    model, url = _split_endpoint(entry, rest)
+    if url and not name:
+        raise TeacherConfigError(f"an endpoint needs a name: {_ENDPOINT_FORM} (got {_shown(entry)})")
+    if name:
+        if model in registry.aliases and not url:
+            return _spec(model).model_copy(update={"name": name})
+        if url or _is_litellm_model(model):
+            return TeacherSpec(name=name, model=model, family=infer_family(model), api_base=url)
+    elif _is_litellm_model(model):
         return TeacherSpec(name=entry, model=entry, family=infer_family(entry))
     raise TeacherConfigError(
-        f"unknown teacher {entry!r}: not an alias ({', '.join(aliases())}), not a litellm model string "
-        f"(provider/model, e.g. openrouter/qwen/qwen3-coder), nor name=openai/<model>@http://host:port/v1")
+        f"unknown teacher {_shown(entry)}: not an alias ({', '.join(aliases())}), not a litellm model string "
+        f"(provider/model, e.g. openrouter/qwen/qwen3-coder), nor {_ENDPOINT_FORM}")
 
 
 def parse_pool(text: str | Iterable[str]) -> list[TeacherSpec]:

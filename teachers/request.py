@@ -1,13 +1,15 @@
-"""The exact request a teacher receives for a state: redacted messages in OpenAI wire form, and tools."""
+"""The exact request a teacher receives for a state: its messages in OpenAI wire form, and tools.
+
+States arrive redacted: `replay.pipeline` redacts each state once, right after ingestion
+(`teachers.redact_state`), so what a teacher receives is exactly what every output holds.
+"""
 
 from __future__ import annotations
 
 import json
-from collections import Counter
 from typing import Any
 
 from ingestion.schema import TraceState
-from teachers.redact import redact_messages
 
 
 def _wire_call(call: dict[str, Any]) -> dict[str, Any]:
@@ -29,19 +31,13 @@ def to_api_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
             for m in messages]
 
 
-def build_request(state: TraceState, redact: bool = True
-                  ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], Counter[str]]:
-    """(messages, tools, redactions) for a state. Redaction runs before arguments become JSON strings,
-    so a multi-line secret inside an argument is still multi-line text when it is searched.
+def build_request(state: TraceState) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(messages, tools) for a state, as sent.
 
     >>> from ingestion.schema import Action
     >>> state = TraceState(state_id="s", trace_id="t", turn=0, source="claude_code", student_action=Action(),
-    ...                    messages=[{"role": "user", "content": "key sk-ant-" + "x" * 30}])
-    >>> build_request(state)[0][0]["content"], build_request(state)[2]
-    ('key [REDACTED:anthropic_key]', Counter({'anthropic_key': 1}))
+    ...                    messages=[{"role": "user", "content": "hi"}])
+    >>> build_request(state)
+    ([{'role': 'user', 'content': 'hi'}], [])
     """
-    messages: list[dict[str, Any]] = state.messages
-    counts: Counter[str] = Counter()
-    if redact:
-        messages, counts = redact_messages(messages)
-    return to_api_messages(messages), list(state.tools), counts
+    return to_api_messages(state.messages), list(state.tools)

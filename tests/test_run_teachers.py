@@ -140,8 +140,8 @@ def test_all_teachers_excluded_is_counted(fixtures_root: Path, tmp_path: Path) -
 
 PEM = ("-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7bq9vQm0c2Ffz0lqk7R0hC1q3wTq0b8x\n"
        "Zk3mF0Yk1m9t6L1Qb0s3p2Q8n9u4k5j6h7g8f9d0s1a2q3w4e5r6t7y8\n-----END RSA PRIVATE KEY-----")
-SECRETS = ["sk-proj-4f9aQ2x7Lm8Nc3Vb6Zt1Yr5Ws0Pk9Jh2", "AKIAIOSFODNN7EXAMPLE",
-           "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "MIIEowIBAAKCAQEA7bq9vQm0c2Ffz0lqk7R0hC1q3wTq0b8x"]
+SECRETS = ["sk-proj-4f9aQ2x7Lm8Nc3Vb6Zt1Yr5Ws0Pk9Jh2", "AKIAQ7KZ3M2XWPLN4RTY",
+           "wJalrXUtnFEMI/K7MDENG/bPxRfiCYq8Zr2Lk9Xw", "MIIEowIBAAKCAQEA7bq9vQm0c2Ffz0lqk7R0hC1q3wTq0b8x"]
 
 
 def planted_session(folder: Path) -> Path:

@@ -17,6 +17,7 @@ import pytest
 
 from ingestion.schema import Action, TraceState
 from teachers import ResponseCache, RetryPolicy, TeacherPool, TeacherSpec, parse_pool
+from teachers.redact_state import StateRedactor
 from tests.llm_server import LLMServer, Reply, chat_completion, error_body, scripted
 
 FAST = RetryPolicy(attempts=3, base_wait=0.01, max_wait=0.05)
@@ -191,28 +192,29 @@ def test_second_pool_on_the_same_cache_makes_no_request(tmp_path: Path) -> None:
 
 
 def test_planted_secrets_never_leave_the_machine(tmp_path: Path) -> None:
-    secrets = {"sk-proj-PLANTEDabcdefghijklmnopqrstuvwxyz01", "AKIAPLANTED000000000", "MIIEpPLANTEDbase64",
-               "wJalrXUtnFEMI/K7MDENG/bPxRfiCYPLANTEDKEY", "ghp_PLANTEDabcdefghijklmnopqrstuvwxyz0123"}
-    env = ("     1→AWS_ACCESS_KEY_ID=AKIAPLANTED000000000\n"
+    secrets = {"sk-proj-PLANTEDq8Zr2Lk9Xw4Tn7Vb1Mc5Hd3Fg6Js0Ya", "AKIAPLANTEDQ7KZ3M2XW", "MIIEpPLANTEDbase64",
+               "wJalrXUtnFEMI/K7MDENG/bPxRfiCYPLANTEDKEY", "ghp_PLANTEDq8Zr2Lk9Xw4Tn7Vb1Mc5Hd3Fg6Js0"}
+    env = ("     1→AWS_ACCESS_KEY_ID=AKIAPLANTEDQ7KZ3M2XW\n"
            "     2→AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYPLANTEDKEY\n     3→DEBUG=true")
     pem = "-----BEGIN PRIVATE KEY-----\nMIIEpPLANTEDbase64xxxxxxxxxxxxxxxxxx\n-----END PRIVATE KEY-----"
     call = {"id": "r1", "type": "function", "function": {"name": "Read", "arguments": {"file_path": ".env"}}}
     push = {"id": "b1", "type": "function", "function": {"name": "Bash", "arguments": {
-        "command": "git push https://ghp_PLANTEDabcdefghijklmnopqrstuvwxyz0123@github.com/o/r"}}}
+        "command": "git push https://ghp_PLANTEDq8Zr2Lk9Xw4Tn7Vb1Mc5Hd3Fg6Js0@github.com/o/r"}}}
     extra = [{"role": "assistant", "content": "", "tool_calls": [call]},
              {"role": "tool", "tool_call_id": "r1", "content": env},
              {"role": "assistant", "content": "", "tool_calls": [push]},
              {"role": "tool", "tool_call_id": "b1", "content": "export OPENAI_API_KEY="
-                                                              "sk-proj-PLANTEDabcdefghijklmnopqrstuvwxyz01"},
+                                                              "sk-proj-PLANTEDq8Zr2Lk9Xw4Tn7Vb1Mc5Hd3Fg6Js0Ya"},
              {"role": "user", "content": f"use this key:\n{pem}"}]
     cache = ResponseCache(tmp_path / "c.sqlite")
+    redactor = StateRedactor(b"k")  # what replay.pipeline runs on every state before the pool sees it
     with LLMServer(lambda request: Reply(TOOL_REPLY)) as server:
         pool = TeacherPool([teacher(server.url)], cache=cache)
-        run(pool, make_state(extra=extra))
+        run(pool, redactor(make_state(extra=extra)))
     sent = json.dumps(server.requests)
     assert "DEBUG=true" in sent and not [s for s in secrets if s in sent]
-    assert pool.stats.redactions == {"aws_access_key": 1, "aws_secret_key": 1, "github_token": 1,
-                                     "openai_key": 1, "private_key": 1}
+    assert redactor.counts == {"aws-access-token": 1, "aws-secret-key": 1, "github-pat": 1,
+                               "openai-key": 1, "private-key-cut": 1}
     rows = sqlite3.connect(tmp_path / "c.sqlite").execute("SELECT * FROM responses").fetchall()
     assert rows and "SECRET123" not in repr(rows)  # the API key is in no cache row
 

@@ -1,4 +1,5 @@
-"""Secret redaction: what is caught, what is left alone, purity, speed."""
+"""Secret redaction: the planted corpus is caught, look-alikes are left alone, placeholders are stable,
+one pass per state keeps every state of a trace a prefix of the next. Speed is in bench/redact.py."""
 
 from __future__ import annotations
 
@@ -7,55 +8,38 @@ from collections import Counter
 
 import pytest
 
+from ingestion.schema import Action, ToolCall, TraceState
 from teachers.redact import redact_messages, redact_text
-
-PEM = ("-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA7bq98x3DFexampleexampleexampleexample\n"
-       "Zm9vYmFyYmF6cXV4Zm9vYmFyYmF6cXV4Zm9vYmFyYmF6cXV4\n-----END RSA PRIVATE KEY-----")
-
-
-@pytest.mark.parametrize(("text", "secret", "kind"), [
-    ("OPENAI_API_KEY=sk-proj-Abcdefghijklmnopqrstuvwxyz0123456789", "sk-proj-Abcdefghij", "openai_key"),
-    ("key: sk-ant-api03-abcdefghijklmnopqrstuvwxyz012345-AA", "sk-ant-api03", "anthropic_key"),
-    ("curl -H 'Authorization: Bearer sk-abcdefghijklmnopqrstuvwxyz123456'", "sk-abcdefghij", "openai_key"),
-    ("aws_access_key_id = AKIAIOSFODNN7EXAMPLE", "AKIAIOSFODNN7EXAMPLE", "aws_access_key"),
-    ("aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "wJalrXUtnFEMI", "aws_secret_key"),
-    ("git clone https://ghp_abcdefghijklmnopqrstuvwxyz0123456789@github.com/x/y", "ghp_abcdef",
-     "github_token"),
-    ("GH=gho_abcdefghijklmnopqrstuvwxyz0123456789", "gho_abcdef", "github_token"),
-    ("token github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz", "github_pat_11", "github_token"),
-    ('slack = "xoxb-123456789012-123456789012-abcdefghijklmnopqrstuvwx"', "xoxb-1234", "slack_token"),
-    (PEM, "MIIEpAIBAAKCAQEA7bq98x3DF", "private_key"),
-    ("DATABASE_PASSWORD=correct-horse-battery", "correct-horse", "env_secret"),
-    ("export STRIPE_SECRET_KEY='whsec_abcdef123456'", "whsec_abcdef", "env_secret"),
-    ("     3→DB_PASS=hunter2hunter2", "hunter2hunter2", "env_secret"),
-    ('{"password": "s3cr3t-passw0rd"}', "s3cr3t-passw0rd", "secret_keyword"),
-    ('password = "s3cr3t-passw0rd"', "s3cr3t-passw0rd", "env_secret"),
-    ("url = 'postgres://admin:pa55w0rdXYZ@db.example.com:5432/app'", "pa55w0rdXYZ", "basic_auth_credentials"),
-    ("auth eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
-     "eyJhbGciOiJIUzI1NiJ9", "json_web_token"),
-    ("glpat-abcdefghijklmnopqrstu in ci", "glpat-abcdefghij", "gitlab_token"),
-])
-def test_secret_is_redacted(text: str, secret: str, kind: str) -> None:
-    redacted, counts = redact_text(text)
-    assert secret not in redacted
-    assert f"[REDACTED:{kind}]" in redacted and counts[kind] >= 1
+from teachers.redact_state import StateRedactor
+from tests.secret_corpus import BENIGN, SECRETS
 
 
-@pytest.mark.parametrize("text", [
-    "commit 3f2a9c1e8b7d6a5f4e3d2c1b0a9f8e7d6c5b4a39",
-    '"integrity": "sha512-z4PhNX7vuL3xVChQ1m2AB9Yg5AULVxXcg/SpIdNs6c5H0NE8XYXysP+DGNKHfuwvY7kxv=="',
-    "TOKENIZERS_PARALLELISM=false",
-    "MAX_TOKENS=4096",
-    "DB_PASSWORD=${DB_PASSWORD}",
-    'SECRET_KEY = os.environ["SECRET_KEY"]',
-    "def get_api_key(config):\n    return config.api_key",
-    "pip install scikit-learn sk-video",
-    "server at 203.0.113.7 returned 500",
-    "if line.startswith('-----BEGIN RSA PRIVATE KEY-----'):\n    pass\n"
-    "assert x == '-----END RSA PRIVATE KEY-----'",
-])
-def test_ordinary_code_is_left_alone(text: str) -> None:
+def test_corpus_is_large_and_varied() -> None:
+    assert len(SECRETS) >= 40 and len({s.kind for s in SECRETS}) >= 30 and len(BENIGN) >= 30
+    assert {s.where for s in SECRETS} >= {"user", "tool_args", "tool_result", "write", "edit", "thinking",
+                                          "action"}
+
+
+@pytest.mark.parametrize("secret", SECRETS, ids=[s.kind for s in SECRETS])
+def test_planted_secret_is_redacted(secret) -> None:
+    redacted, counts = redact_text(secret.text)
+    assert secret.needle not in redacted and sum(counts.values()) >= 1
+    assert "[REDACTED:" in redacted
+
+
+@pytest.mark.parametrize("text", BENIGN)
+def test_look_alike_is_left_alone(text: str) -> None:
     assert redact_text(text) == (text, Counter())
+
+
+@pytest.mark.parametrize(("text", "kept"), [
+    ("sshpass -p 'S5hpQ9xLm2Wv7Kq' ssh deploy@host", "sshpass -p '[REDACTED:"),
+    ('stripe.api_key = "sk_live_4eC39HqLyjWDarjtT1zdp7dc"', 'stripe.api_key = "[REDACTED:'),
+    ('"{\\"db\\": {\\"password\\": \\"Tg8Kq2LmXw9Z\\"}}"', '\\"}}"'),
+    ("REDIS_URL=redis://:r3disQ9xLm2Wv7Kq@cache:6379/0", "@cache:6379/0"),
+])
+def test_only_the_secret_goes(text: str, kept: str) -> None:
+    assert kept in redact_text(text)[0]
 
 
 def test_truncated_pem_block_is_redacted() -> None:
@@ -63,35 +47,64 @@ def test_truncated_pem_block_is_redacted() -> None:
            "QyNTUxOQAAACBHK9Z1nexampleexample\n[... 4000 characters cut ...]\nafter"
     redacted, counts = redact_text(text)
     assert "b3BlbnNzaC1rZXktdjE" not in redacted and "QyNTUxOQ" not in redacted
-    assert redacted.endswith("[... 4000 characters cut ...]\nafter") and counts == {"private_key": 1}
+    assert redacted.endswith("[... 4000 characters cut ...]\nafter") and counts == {"private-key-cut": 1}
+
+
+def test_placeholders_are_stable_and_keyed() -> None:
+    a, b = "ghp_" + "Q8zR2lK9xW4tN7vB1mC5hD3fG6jS0yAp4E3u", "ghp_" + "Z1yX2wV3uT4sR5qP6oN7mL8kJ9iH0gF1eD2c"
+    text = f"push {a}\nagain {a}\nother {b}"
+    once, counts = redact_text(text, key=b"k1")
+    tags = [line.split()[-1] for line in once.splitlines()]
+    assert tags[0] == tags[1] != tags[2] and counts == {"github-pat": 3}
+    assert redact_text(text, key=b"k1")[0] == once != redact_text(text, key=b"k2")[0]
+    assert a not in once and b not in once and "k1" not in once
 
 
 def test_messages_nested_are_redacted_and_input_untouched() -> None:
+    pat = "ghp_" + "Q8zR2lK9xW4tN7vB1mC5hD3fG6jS0yAp4E3u"
     messages = [
-        {"role": "user", "content": [{"type": "text", "text": "my key is sk-ant-" + "k" * 40}]},
+        {"role": "user", "content": [{"type": "text", "text": "my key is sk-ant-api03-" + "k9Zq" * 10}]},
         {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function", "function": {
-            "name": "Bash", "arguments": {"command": "export GITHUB_TOKEN=ghp_" + "a" * 36 + " && gh pr list",
-                                          "env": {"nested": ["AKIAIOSFODNN7EXAMPLE"]}}}}]},
+            "name": "Bash", "arguments": {"command": f"export GITHUB_TOKEN={pat} && gh pr list",
+                                          "env": {"nested": ["AKIAQ7KZ3M2XWPLN4RTY"]}}}}]},
         {"role": "assistant", "content": "", "tool_calls": [{"id": "c2", "type": "function", "function": {
-            "name": "Write", "arguments": '{"content": "API_TOKEN=abcdef123456"}'}}]},
-        {"role": "tool", "tool_call_id": "c1", "content": PEM},
+            "name": "Write", "arguments": '{"content": "API_TOKEN=ab12cd34ef56gh78"}'}}]},
     ]
     before = copy.deepcopy(messages)
     redacted, counts = redact_messages(messages)
     assert messages == before
     text = str(redacted)
-    for secret in ("k" * 40, "ghp_", "AKIAIOSFODNN7EXAMPLE", "abcdef123456", "MIIEpAIBAAK"):
+    for secret in ("k9Zq", pat, "AKIAQ7KZ3M2XWPLN4RTY", "ab12cd34ef56gh78"):
         assert secret not in text
-    assert counts == {"anthropic_key": 1, "github_token": 1, "aws_access_key": 1, "env_secret": 1,
-                      "private_key": 1}
-    assert redacted[1]["tool_calls"][0]["id"] == "c1" and redacted[3]["tool_call_id"] == "c1"
+    assert sum(counts.values()) == 4
+    call = redacted[1]["tool_calls"][0]
+    assert call["id"] == "c1" and call["function"]["name"] == "Bash"
     assert redact_messages(redacted) == (redacted, Counter())  # idempotent
 
 
 def test_large_prompt_keeps_code_and_finds_the_secret() -> None:
-    # How fast this is belongs to bench/redact.py; here only what it finds.
     line = "    result = compute_something(alpha, beta, gamma)  # an ordinary line of code {}\n"
     code = "".join(line.format(i) for i in range(10_000))
-    redacted, counts = redact_text(code + "AWS_SECRET_ACCESS_KEY=" + "A" * 40)
-    assert redacted.startswith(code)
-    assert counts["aws_secret_key"] + counts["env_secret"] == 1 and "A" * 40 not in redacted
+    redacted, counts = redact_text(code + "AWS_SECRET_ACCESS_KEY=" + "Q8zR2lK9xW4tN7vB1mC5" * 2)
+    assert redacted.startswith(code) and sum(counts.values()) == 1 and "Q8zR2lK9" not in redacted
+
+
+def _state(turn: int, messages: list[dict], action: Action, metadata: dict | None = None) -> TraceState:
+    return TraceState(state_id=f"claude_code:t:{turn}", trace_id="t", turn=turn, source="claude_code",
+                      messages=messages, student_action=action, metadata=metadata or {})
+
+
+def test_one_pass_per_state_keeps_the_trace_a_prefix() -> None:
+    key = "sk-" + "Q8zR2lK9xW4tN7vB1mC5hD3fG6jS0yAp4E3uT7wX"
+    shared = [{"role": "system", "content": "sys"}, {"role": "user", "content": f"use {key}"}]
+    call = ToolCall(id="c1", name="Bash", arguments={"command": f"OPENAI_API_KEY={key} python x.py"})
+    first = _state(0, shared, Action(tool_calls=[call], thinking=f"the key {key} works"),
+                   {"prompt_token_ids": [1, 2, 3], "logprobs": [-0.1]})
+    result = {"role": "tool", "tool_call_id": "c1", "content": "ok"}
+    second = _state(1, [*shared, first.student_action.to_message(), result], Action(content="done"))
+    redactor = StateRedactor(b"k")
+    one, two = redactor(first), redactor(second)
+    assert key not in one.model_dump_json() and key not in two.model_dump_json()
+    assert two.messages[:2] == one.messages[:2] and two.messages[2] == one.student_action.to_message()
+    assert one.metadata["prompt_token_ids"] is None and redactor.states_token_ids_dropped == 1
+    assert redactor.counts == {"openai-key": 1}  # one distinct secret in the trace

@@ -1,0 +1,82 @@
+"""One redaction pass per state, before anything is written or sent (`replay.pipeline` runs it right
+after ingestion): messages, tools, the student's action (thinking included) and metadata.
+
+Per message it is `teachers.redact.redact_value`, a pure function of (text, key), so every state of a
+trace carries the very same redacted messages (lead decision C1): a message object shared by the
+states of a trace is redacted once and the redacted copy is shared in turn. Token ids and logprobs of
+a rollout state encode the raw text; a state in which anything was redacted loses them.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from ingestion.schema import Action, TraceState
+from teachers.redact import redact_value
+
+# Rollout metadata that is the raw text in another form.
+TOKEN_FIELDS = ("prompt_token_ids", "completion_token_ids", "logprobs", "tokens")
+
+
+def redact_action(action: Action, key: bytes | None = None) -> tuple[Action, list[tuple[str, str]]]:
+    """An action with every string redacted (content, tool-call arguments, thinking), and what was found.
+
+    >>> redact_action(Action(content="ok"))
+    (Action(content='ok', tool_calls=[], thinking=None), [])
+    """
+    data, found = redact_value(action.model_dump(), key)
+    return (Action.model_validate(data), found) if found else (action, [])
+
+
+class StateRedactor:
+    """`redactor(state)` → the redacted state. `counts` holds distinct secrets per trace, by kind, summed
+    over traces (a secret repeated in every later state of its trace counts once); `states_token_ids_dropped`
+    counts rollout states that lost their token ids."""
+
+    def __init__(self, key: bytes | None = None) -> None:
+        self.key = key
+        self.counts: Counter[str] = Counter()
+        self.states_token_ids_dropped = 0
+        self._trace: str | None = None
+        self._seen: set[tuple[str, str]] = set()
+        self._memo: dict[int, tuple[Any, Any, list[tuple[str, str]]]] = {}
+
+    def _shared(self, value: Any) -> tuple[Any, list[tuple[str, str]]]:
+        # Keyed by identity within one trace (the object is kept alive in the memo, so its id is not
+        # reused); equal content met as another object is still memoised per string by redact_found.
+        memo = self._memo.get(id(value))
+        if memo is not None and memo[0] is value:
+            return memo[1], memo[2]
+        redacted, found = redact_value(value, self.key)
+        self._memo[id(value)] = (value, redacted, found)
+        return redacted, found
+
+    def __call__(self, state: TraceState) -> TraceState:
+        if state.trace_id != self._trace:
+            self._trace, self._memo, self._seen = state.trace_id, {}, set()
+        found: list[tuple[str, str]] = []
+        messages = []
+        for message in state.messages:
+            redacted, hits = self._shared(message)
+            messages.append(redacted)
+            found += hits
+        tools = []
+        for tool in state.tools:
+            redacted, hits = self._shared(tool)
+            tools.append(redacted)
+            found += hits
+        action, hits = redact_action(state.student_action, self.key)
+        found += hits
+        metadata, hits = redact_value(state.metadata, self.key)
+        found += hits
+        if found and any(metadata.get(name) is not None for name in TOKEN_FIELDS):
+            metadata = {**metadata, **{name: None for name in TOKEN_FIELDS if name in metadata}}
+            self.states_token_ids_dropped += 1
+        for hit in found:
+            if hit not in self._seen:
+                self._seen.add(hit)
+                self.counts[hit[0]] += 1
+        # A copy even when nothing was found: the states of a trace then share the same message objects.
+        return state.model_copy(update={"messages": messages, "tools": tools, "student_action": action,
+                                        "metadata": metadata})

@@ -1,0 +1,153 @@
+"""The secret-detection rules, read from data: gitleaks' default config plus our own (configs/).
+
+`configs/gitleaks.toml` is gitleaks' maintained rule set, unchanged; `configs/redact.toml` adds the forms
+it misses (command-line passwords, auth headers, URL credentials, `.env`/YAML/prose passwords, lenient
+provider keys) in the same schema, switches rules off and adds allowlist entries. Both are read the way
+gitleaks reads them: RE2 regexes (gitleaks' own syntax, so no translation), lower-cased keywords that
+must occur before a rule runs, a Shannon-entropy floor, `secretGroup`, allowlists (regexes on the secret,
+the match or the line; stopwords), and the global allowlist. Rules bound to file paths run everywhere
+(a message has no path); path-only rules are skipped.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from collections import Counter
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from configs import config_path
+
+
+@dataclass(frozen=True)
+class Allowlist:
+    """A finding is allowed (not a secret) when a regex matches `target` or the secret holds a stopword.
+
+    The regexes are joined into one and the stopwords form one RE2 set (gitleaks joins them and uses
+    Aho-Corasick): generic-api-key alone has 1,400 stopwords."""
+
+    target: str                      # "secret" | "match" | "line"
+    regex: Any                       # the regexes joined with |, or None
+    stopwords: Any                   # re2.Set over lower-cased stopwords, or None
+    all_of: bool = False             # gitleaks' condition = "AND"
+
+    def allows(self, secret: bytes, match: bytes, line: bytes) -> bool:
+        text = {"match": match, "line": line}.get(self.target, secret)
+        by_regex = self.regex is not None and self.regex.search(text) is not None
+        by_word = self.stopwords is not None and bool(self.stopwords.Match(secret.lower()))
+        if self.all_of:
+            checks = ([by_regex] if self.regex is not None else []) + ([by_word] if self.stopwords else [])
+            return bool(checks) and all(checks)
+        return by_regex or by_word
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    regex: Any                       # compiled re2 pattern over UTF-8 bytes
+    secret_group: int = 0
+    entropy: float = 0.0
+    keywords: tuple[str, ...] = ()
+    allowlists: tuple[Allowlist, ...] = ()
+    generic: bool = False            # loses to a specific rule on the same span
+    judge: bool = False              # the value must look like a secret (teachers.secret_values)
+
+
+@dataclass(frozen=True)
+class RuleSet:
+    rules: tuple[Rule, ...]
+    always: tuple[int, ...]          # rules without keywords
+    keyword_set: Any                 # re2.Set over every keyword
+    keyword_rules: tuple[tuple[int, ...], ...]   # keyword index -> rules it enables
+    allowlists: tuple[Allowlist, ...]            # global
+
+    def candidates(self, lowered: bytes) -> list[Rule]:
+        """The rules whose keywords occur in `lowered` (one pass of an RE2 set), plus keyword-less ones."""
+        hits = self.keyword_set.Match(lowered) or ()
+        chosen = set(self.always)
+        for index in hits:
+            chosen.update(self.keyword_rules[index])
+        return [self.rules[i] for i in sorted(chosen)]
+
+
+def shannon_entropy(data: str) -> float:
+    """Bits per character, as gitleaks computes it (over characters, not bytes).
+
+    >>> shannon_entropy("aaaa"), round(shannon_entropy("ab"), 2)
+    (0.0, 1.0)
+    """
+    if not data:
+        return 0.0
+    size = len(data)
+    return max(0.0, -sum(n / size * math.log2(n / size) for n in Counter(data).values()))
+
+
+def _compile(pattern: str) -> Any:
+    import re2
+
+    return re2.compile(pattern.encode())
+
+
+def _word_set(words: list[str]) -> Any:
+    import re2
+
+    found = re2.Set.SearchSet()
+    for word in sorted({w.lower() for w in words}):
+        found.Add(re2.escape(word).encode())
+    found.Compile()
+    return found
+
+
+def _allowlists(entries: list[dict[str, Any]]) -> tuple[Allowlist, ...]:
+    out = []
+    for entry in entries:
+        regexes, stopwords = entry.get("regexes", []), entry.get("stopwords", [])
+        if not regexes and not stopwords:
+            continue  # path- or commit-only: a message has neither
+        all_of = entry.get("condition", "OR").upper() == "AND"
+        if all_of and entry.get("paths"):
+            continue  # would need a path to match
+        regex = _compile("|".join(f"(?:{r})" for r in regexes)) if regexes else None
+        out.append(Allowlist(entry.get("regexTarget", "secret"), regex,
+                             _word_set(stopwords) if stopwords else None, all_of))
+    return tuple(out)
+
+
+def _rule(raw: dict[str, Any], extra_allow: list[dict[str, Any]], generic: set[str]) -> Rule:
+    return Rule(id=raw["id"], regex=_compile(raw["regex"]), secret_group=int(raw.get("secretGroup", 0)),
+                entropy=float(raw.get("entropy", 0.0)),
+                keywords=tuple(k.lower() for k in raw.get("keywords", [])),
+                allowlists=_allowlists(list(raw.get("allowlists", [])) + extra_allow),
+                generic=raw["id"] in generic or "generic" in raw["id"], judge=bool(raw.get("judge", False)))
+
+
+def _read(name: str) -> dict[str, Any]:
+    with config_path(name).open("rb") as handle:
+        return tomllib.load(handle)
+
+
+@lru_cache(maxsize=1)
+def rule_set() -> RuleSet:
+    """Every rule, compiled once per process (~0.2 s)."""
+    ours, theirs = _read("redact.toml"), _read("gitleaks.toml")
+    disabled = set(ours.get("disabled", []))
+    generic = set(ours.get("generic", []))
+    extra: dict[str, list[dict[str, Any]]] = {}
+    for entry in ours.get("allowlists", []):
+        for rule_id in entry["rules"]:
+            extra.setdefault(rule_id, []).append({k: v for k, v in entry.items() if k != "rules"})
+    raws = [r for r in theirs["rules"] if r.get("regex") and r["id"] not in disabled] + ours["rules"]
+    rules = tuple(_rule(raw, extra.get(raw["id"], []), generic) for raw in raws)
+    keywords = sorted({k for rule in rules for k in rule.keywords})
+    keyword_set = _word_set(keywords)
+    index = {word: i for i, word in enumerate(keywords)}
+    enabled: list[list[int]] = [[] for _ in keywords]
+    for i, rule in enumerate(rules):
+        for word in rule.keywords:
+            enabled[index[word]].append(i)
+    glob = [theirs.get("allowlist", {}), *theirs.get("allowlists", []), *ours.get("global_allowlists", [])]
+    return RuleSet(rules=rules, always=tuple(i for i, r in enumerate(rules) if not r.keywords),
+                   keyword_set=keyword_set, keyword_rules=tuple(tuple(e) for e in enabled),
+                   allowlists=_allowlists(glob))
