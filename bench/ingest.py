@@ -9,7 +9,8 @@ Two corpora, built in a temporary folder from the shared fixtures:
   off the previous copy's last record), the case where whole-history-per-state storage grows with
   the square of the session's length.
 
-Each measurement runs in its own process (so its peak RSS is its own); medians of --repeat runs.
+Each measurement runs in its own process (so its peak RSS is its own); medians of --repeat runs. The
+run is measured as users run it (secrets redacted, #13), and with --no-redact to tell the costs apart.
 Printed: MB/s of sessions for the bare orjson pass and for the run, output bytes / input bytes, and
 peak RSS beside the largest session's size (memory must follow the largest session, not the corpus).
 """
@@ -161,9 +162,10 @@ def report(name: str, root: Path, size: int, flags: list[str], repeat: int) -> N
           f"{base['records']} records (median of {repeat})")
     print(f"  bare orjson pass        : {base['seconds']:6.2f} s  {mb / base['seconds']:6.1f} MB/s  "
           f"peak RSS {base['peak_rss_mb']:5.0f} MB")
-    for label, extra in (("replay.run --dry-run", []), ("  without trimming", NO_TRIM)):
-        if extra and name != "long":
-            continue
+    variants = [("replay.run --dry-run", []), ("  --no-redact", ["--no-redact"])]
+    if name == "long":
+        variants.append(("  without trimming", NO_TRIM))
+    for label, extra in variants:
         ours = measure("run", root, out, flags + extra, repeat)
         back = measure("load", root, out, flags, repeat)
         print(f"  {label:24s}: {ours['seconds']:6.2f} s  {mb / ours['seconds']:6.1f} MB/s  "
