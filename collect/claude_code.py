@@ -56,6 +56,7 @@ class ClaudeCodeOptions(StrictModel):
     model: str = "claude-sonnet-4-6"       # the name the CLI asks for as its main ("high") model
     small_model: str = "claude-haiku-4-5"  # its "low" model: titles, summaries, some subagents
     small_backend: str | None = None       # the served model answering `small_model` (default: the student)
+    small_url: str | None = None           # its server, when not the student's (e.g. a second, smaller vLLM)
     timeout: int = Field(1800, ge=10)      # seconds for one session
 
 
@@ -64,13 +65,16 @@ class ClaudeRolloutHeader(RolloutHeader):
     cli_version: str
     cli_source: str                        # "copied" (from the host) or "image"
     models: dict[str, str]                 # model name the CLI asks for → served model
+    urls: dict[str, str | None] = {}       # model name the CLI asks for → the server answering it
 
 
 class ClaudeCodeAgent:
     """Shared by the run's workers: the proxy, the network and the binary are per run."""
 
-    def __init__(self, options: ClaudeCodeOptions, config: CollectConfig, client: Any, run_id: str) -> None:
+    def __init__(self, options: ClaudeCodeOptions, config: CollectConfig, client: Any, run_id: str,
+                 backends: list[Any] | None = None) -> None:
         self.options = options
+        self.backends = backends or []     # collect.student.Backend, probed: the proxy shares them
         self.config = config
         self.client = client
         self.run_id = run_id
@@ -112,12 +116,15 @@ class ClaudeCodeAgent:
             gateway = self.network.attrs["IPAM"]["Config"][0]["Gateway"]
         except (docker.errors.APIError, KeyError, IndexError) as exc:
             raise CollectError(f"cannot create the docker network for the proxy: {exc}") from exc
+        urls = {self.options.small_model: self.options.small_url} if self.options.small_url else {}
         config = ProxyConfig(backend_url=self.config.student_url, api_key=self.config.api_key,
-                             models=self.models, default_backend=self.config.student_model,
-                             main_models=[self.options.model], temperature=self.config.temperature,
-                             max_tokens=self.config.max_tokens, request_timeout=self.config.request_timeout)
+                             provider=self.config.student_provider, models=self.models, urls=urls,
+                             default_backend=self.config.student_model, main_models=[self.options.model],
+                             temperature=self.config.temperature, top_p=self.config.top_p,
+                             max_tokens=self.config.max_tokens, request_timeout=self.config.request_timeout,
+                             reasoning_echo=self.config.reasoning_echo)
         try:
-            self.proxy = AnthropicProxy(config, host=gateway).start()
+            self.proxy = AnthropicProxy(config, host=gateway, backends=self.backends).start()
         except ProxyError as exc:
             raise CollectError(f"the proxy for Claude Code: {exc}") from exc
 
@@ -169,7 +176,10 @@ class ClaudeCodeAgent:
 
     def header(self, base: RolloutHeader) -> ClaudeRolloutHeader:
         fields = {**base.model_dump(), "agent_version": self.spec.agent_version, "tools": []}
-        return ClaudeRolloutHeader(**fields, cli_version=self.spec.cli.version, models=self.models,
+        urls = {name: self.config.student_url for name in self.models}
+        if self.options.small_url:
+            urls[self.options.small_model] = self.options.small_url
+        return ClaudeRolloutHeader(**fields, cli_version=self.spec.cli.version, models=self.models, urls=urls,
                                    cli_source="copied" if self.binary else "image")
 
     def drive(self, runtime: Runtime, row: dict[str, Any], stop: threading.Event) -> AgentResult:
@@ -194,7 +204,9 @@ class ClaudeCodeAgent:
             return AgentResult(exit_status="runtime_error", error=f"cannot copy the session out: {exc}"[:500])
         result = parse_result(read_head(folder / RESULT))
         stderr = read_head(folder / STDERR, 20_000).decode("utf-8", errors="replace")
-        status, error = session_outcome(exit_code, result, stderr, records.last_error if records else None)
+        overflow = bool(records and records.last_error_kind == "context_overflow")
+        status, error = session_outcome(exit_code, result, stderr, records.last_error if records else None,
+                                        overflow)
         counts = records.counts if records else {}
         return AgentResult(exit_status=status, turns=counts.get("main", 0),
                            turns_with_token_ids=counts.get("main_with_token_ids", 0), error=error)
@@ -214,7 +226,7 @@ class ClaudeCodeAgent:
         return found.output.strip().splitlines()[0]
 
     def _run(self, runtime: Runtime, claude: str, url: str, stop: threading.Event) -> int | None:
-        # the proxy's client tries 3 times (max_retries=2), each up to request_timeout
+        # the proxy's backend tries up to 3 times (a refused connection, 429, 5xx), each up to request_timeout
         env = session_env(self.spec.env, url, self.options.model, self.options.small_model,
                           self.config.max_tokens, wait_s=3 * self.config.request_timeout + 60)
         argv = session_argv(claude, self.config.max_turns, self.options.timeout)

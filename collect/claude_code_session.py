@@ -65,8 +65,9 @@ def session_argv(claude: str, max_turns: int, timeout: int) -> list[str]:
 
 
 def session_outcome(exit_code: int | None, result: dict[str, Any] | None, stderr: str,
-                    student_error: str | None) -> tuple[ExitStatus, str | None]:
-    """How the session ended, from the CLI's exit code, its JSON result and the proxy's last error.
+                    student_error: str | None, overflow: bool = False) -> tuple[ExitStatus, str | None]:
+    """How the session ended, from the CLI's exit code, its JSON result and the proxy's last error
+    (`overflow`: that error was a context overflow, the student's own end, graded as it stands).
 
     A session killed at the timeout ran out of budget like one that hit --max-turns: its patch is graded.
 
@@ -80,9 +81,17 @@ def session_outcome(exit_code: int | None, result: dict[str, Any] | None, stderr
     ('student_error', 'down')
     >>> session_outcome(127, None, "claude: not found", None)
     ('runtime_error', 'claude exited with 127 and no result: claude: not found')
+    >>> session_outcome(1, {"is_error": True, "api_error_status": 400}, "", "too long", overflow=True)
+    ('context_overflow', 'too long')
     """
     if exit_code in (124, 137):                # GNU timeout: TERM sent / KILL after the grace period
         return "max_turns", None
+    status, error = _outcome(exit_code, result, stderr, student_error)
+    return ("context_overflow", error) if status == "student_error" and overflow else (status, error)
+
+
+def _outcome(exit_code: int | None, result: dict[str, Any] | None, stderr: str,
+             student_error: str | None) -> tuple[ExitStatus, str | None]:
     if result is None:
         if student_error:
             return "student_error", student_error

@@ -5,9 +5,9 @@ from __future__ import annotations
 import tomllib
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from configs import config_path
 from ingestion.schema import ReplayError, StrictModel
@@ -17,12 +17,16 @@ class CollectError(ReplayError):
     """A problem with the run as a whole (bad flags, no docker engine): one line for the user."""
 
 
+LogprobsMode = Literal["raw_logprobs", "processed_logprobs", "raw_logits", "processed_logits"]
+
+
 class CollectConfig(StrictModel):
     instances: Path
-    student_url: str
+    student_url: str | None                # None: the provider's own endpoint (--student-provider)
     student_model: str
     out: Path
     api_key: str = "EMPTY"                 # vLLM accepts anything unless started with --api-key
+    student_provider: str | None = None    # None: a vLLM server (token ids); else litellm's provider name
     max_turns: int = Field(30, ge=1)
     workers: int = Field(1, ge=1)
     evaluate: bool = False
@@ -30,7 +34,12 @@ class CollectConfig(StrictModel):
     image_tag: str = "latest"
     pull: bool = False                     # never pull unless asked: a pull can be tens of GB
     temperature: float | None = None       # None: the server's default (vLLM: generation_config.json)
-    max_tokens: int | None = None
+    top_p: float | None = Field(None, gt=0, le=1)
+    max_tokens: int | None = Field(None, ge=1)
+    # what the server was started with (`vllm serve --logprobs-mode`, default raw_logprobs: before
+    # temperature and top-p); the API cannot tell, so the run records what it is told
+    logprobs_mode: LogprobsMode = "raw_logprobs"
+    reasoning_echo: Literal["auto", "field", "inline", "none"] = "auto"
     request_timeout: float = Field(600.0, gt=0)
     command_timeout: int = Field(120, ge=1)
     output_limit: int = Field(20_000, ge=200)   # bytes of one tool observation (head + tail kept)
@@ -39,20 +48,30 @@ class CollectConfig(StrictModel):
     pids_limit: int = Field(4096, ge=64)
     eval_timeout: int = Field(1800, ge=1)
 
+    @model_validator(mode="after")
+    def _a_server(self) -> CollectConfig:
+        if self.student_url is None and self.student_provider is None:   # the openai client would pick
+            raise ValueError("student_url is required without a student_provider")   # api.openai.com
+        return self
+
 
 class AgentSpec(StrictModel):
-    """The agent's prompts and tool schemas; see configs/collect_agent.toml."""
+    """The agent's prompts, tool schemas and feedback texts; see configs/collect_agent.toml."""
 
     version: int
     system_prompt: str
     instance_prompt: str
     tools: list[dict[str, Any]]
+    unparsed_tool_call: str                # feedback: a call left as text in the reply
+    truncated_reply: str                   # feedback: a reply cut at max_tokens
+    tool_call_markers: list[str]           # text that means "a tool call the server did not parse"
+    think_tags: tuple[str, str]            # the reasoning parser's tags (inline reasoning echo)
+    probe_prompt: str                      # the start-up probe's request (collect/probe.py)
 
     def first_messages(self, problem_statement: str) -> list[dict[str, Any]]:
         """The conversation a rollout starts from.
 
-        >>> spec = AgentSpec(version=1, system_prompt="sys", instance_prompt="fix: {problem_statement}",
-        ...                  tools=[])
+        >>> spec = load_agent_spec().model_copy(update={"instance_prompt": "fix: {problem_statement}"})
         >>> spec.first_messages("x {y}")[1]
         {'role': 'user', 'content': 'fix: x {y}'}
         """

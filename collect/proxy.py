@@ -22,37 +22,44 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field
 
 from collect import proxy_translate as translate
 from collect.proxy_records import RecordWriter, new_record_id
-from collect.student import EXTENSION_KEYS, StudentError, parse_completion
+from collect.reply import echo_history, resolve_echo
+from collect.student import RETRIES, Backend, ContextOverflow, StudentError
 from ingestion.rollout_format import ProxyRecord
 from ingestion.schema import StrictModel
 
 log = logging.getLogger("collect")
 MAX_BODY = 256 * 1024 * 1024           # a long session with pasted files is tens of MB
+BACKEND_THREADS = 64                   # backend calls in flight at once (the clients are synchronous)
 
 
 class ProxyConfig(StrictModel):
-    backend_url: str                   # OpenAI-compatible base URL, e.g. http://localhost:8000/v1
+    backend_url: str | None            # OpenAI-compatible base URL, e.g. http://localhost:8000/v1
     api_key: str = "EMPTY"
+    provider: str | None = None        # an official API through litellm (no token ids); None: vLLM
     models: dict[str, str] = Field(default_factory=dict)   # model name the CLI asks for → backend model
+    urls: dict[str, str] = Field(default_factory=dict)     # model name → its server (default backend_url)
     default_backend: str               # the backend model for any other name
     main_models: list[str]             # names whose tool-calling requests are the student's turns
     temperature: float | None = None   # None: the server's default; the CLI's own values are not forwarded
+    top_p: float | None = None
     max_tokens: int | None = None
     request_timeout: float = Field(600.0, gt=0)
-    max_retries: int = Field(2, ge=0)  # the OpenAI client's policy (connection errors, 408/409/429/5xx)
+    max_retries: int = Field(RETRIES, ge=0)   # collect.student's policy: connection errors, 429, 5xx
+    reasoning_echo: Literal["auto", "field", "inline", "none"] = "auto"
+    think_tags: tuple[str, str] = ("<think>", "</think>")
 
 
 class ProxyError(Exception):
@@ -62,21 +69,37 @@ class ProxyError(Exception):
 class AnthropicProxy:
     """`with AnthropicProxy(config, host) as proxy: url = proxy.route("key", Path("proxy.jsonl"))`."""
 
-    def __init__(self, config: ProxyConfig, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, config: ProxyConfig, host: str = "127.0.0.1", port: int = 0,
+                 backends: list[Backend] | None = None) -> None:
         self.config = config
         self.host = host
         self.port = port
-        self.extension = True          # vLLM's token extension; dropped for good if the server rejects it
+        # One Backend per server, shared with the run (its probe, its token-extension switch, its report).
+        self.backends = {backend.url: backend for backend in backends or []}
         self._routes: dict[str, RecordWriter] = {}
+        # Per route, the arguments of each tool call as the student generated them (see restore_calls).
+        self._generated: dict[str, dict[str, str]] = {}
         self._main = frozenset(config.main_models)
         self._sampling = {key: value for key, value in
-                          (("temperature", config.temperature), ("max_tokens", config.max_tokens))
-                          if value is not None}
+                          (("temperature", config.temperature), ("top_p", config.top_p),
+                           ("max_tokens", config.max_tokens)) if value is not None}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._stopped: asyncio.Event | None = None
         self._startup_error: BaseException | None = None
-        self._client: Any = None
+        self._pool = ThreadPoolExecutor(BACKEND_THREADS, thread_name_prefix="proxy-backend")
+
+    def backend(self, url: str | None) -> Backend:
+        """The server at `url` (one Backend per server: the token extension is switched per server)."""
+        if url not in self.backends:
+            self.backends[url] = Backend(url, self.config.api_key, self.config.provider,
+                                         self.config.request_timeout, self.config.max_retries)
+        return self.backends[url]
+
+    @property
+    def extension(self) -> bool:
+        """The token extension of the default server."""
+        return self.backend(self.config.backend_url).extension
 
     @property
     def url(self) -> str:
@@ -85,10 +108,12 @@ class AnthropicProxy:
     def route(self, key: str, records: Path) -> str:
         """Record requests under `/<key>` to `records` (appended); the base URL a client should use."""
         self._routes[key] = RecordWriter(records)
+        self._generated[key] = {}
         return f"{self.url}/{key}" if key else self.url
 
     def unroute(self, key: str) -> RecordWriter | None:
         writer = self._routes.pop(key, None)
+        self._generated.pop(key, None)
         if writer is not None:
             writer.close()
         return writer
@@ -111,6 +136,7 @@ class AnthropicProxy:
             thread.join(timeout=10)
         for key in list(self._routes):
             self.unroute(key)
+        self._pool.shutdown(wait=False, cancel_futures=True)
 
     def __enter__(self) -> AnthropicProxy:
         return self.start()
@@ -132,12 +158,8 @@ class AnthropicProxy:
 
     async def _run(self, ready: threading.Event) -> None:
         from aiohttp import web
-        from openai import AsyncOpenAI
 
         self._stopped = asyncio.Event()
-        client = AsyncOpenAI(base_url=self.config.backend_url, api_key=self.config.api_key,
-                             timeout=self.config.request_timeout, max_retries=self.config.max_retries)
-        self._client = client
         app = web.Application(client_max_size=MAX_BODY)
         for prefix in ("", "/{key}"):
             app.router.add_post(prefix + "/v1/messages", self._messages)
@@ -152,7 +174,6 @@ class AnthropicProxy:
             await self._stopped.wait()
         finally:
             await runner.cleanup()
-            await client.close()
 
     async def _count_tokens(self, request: Any) -> Any:
         from aiohttp import web
@@ -167,7 +188,8 @@ class AnthropicProxy:
     async def _messages(self, request: Any) -> Any:
         from aiohttp import web
 
-        writer = self._routes.get(request.match_info.get("key", ""))
+        key = request.match_info.get("key", "")
+        writer = self._routes.get(key)
         if writer is None:
             return web.json_response(translate.error_body(404, f"no route {request.path}"), status=404)
         try:
@@ -178,7 +200,7 @@ class AnthropicProxy:
             error = translate.error_body(400, "the body is not a Messages request")
             return web.json_response(error, status=400)
         try:
-            record = await self._exchange(self._client, body)
+            record = await self._exchange(body, self._generated.setdefault(key, {}))
         except Exception as exc:  # a bug costs the CLI one request (it retries), never the server
             log.exception("proxy: request failed")
             return web.json_response(translate.error_body(500, f"proxy error: {exc!r}"[:500]), status=500)
@@ -197,68 +219,53 @@ class AnthropicProxy:
         await stream.write_eof()
         return stream
 
-    async def _exchange(self, client: Any, body: dict[str, Any]) -> ProxyRecord:
-        """Translate, ask the backend, translate back; every outcome becomes a record."""
+    async def _exchange(self, body: dict[str, Any], generated: dict[str, str]) -> ProxyRecord:
+        """Translate, ask the backend, translate back; every outcome becomes a record. `generated`: the
+        route's tool-call arguments as the student wrote them (translate.restore_calls)."""
         record_id = new_record_id()
         model = str(body.get("model") or "")
         role, reason = translate.classify(model, body, self._main)
-        backend = self.config.models.get(model, self.config.default_backend)
+        served = self.config.models.get(model, self.config.default_backend)
+        backend = self.backend(self.config.urls.get(model, self.config.backend_url))
         record = ProxyRecord(id=record_id, message_id=f"msg_{record_id}", request_id=f"req_{record_id}",
-                             role=role, side_reason=reason, model=model, backend_model=backend,  # type: ignore[arg-type]
-                             stream=bool(body.get("stream")), request={},
+                             role=role, side_reason=reason, model=model, backend_model=served,  # type: ignore[arg-type]
+                             backend_url=backend.url, stream=bool(body.get("stream")), request={},
                              started_at=datetime.now(UTC).isoformat(timespec="milliseconds"))
         try:
-            openai_request, tool_map = translate.to_openai(body, backend, self._sampling)
+            openai_request, tool_map = translate.to_openai(body, served, self._sampling)
         except Exception as exc:  # the adapter raises ValueError, KeyError, TypeError on malformed input
             record.status, record.error = 400, f"cannot translate the request: {exc!r}"[:500]
             return record
+        # The CLI sends its thinking blocks back (the adapter makes them `reasoning_content`): they go to
+        # the server the way its chat template reads them, as the mini agent's history does.
+        style = resolve_echo(self.config.reasoning_echo, backend.reasoning_field)
+        openai_request["messages"] = translate.restore_calls(
+            echo_history(openai_request["messages"], style, self.config.think_tags), generated)
         record.request = openai_request
         started = time.monotonic()
-        completion, record.status, record.error = await self._complete(client, openai_request)
-        record.latency_s = round(time.monotonic() - started, 3)
-        if completion is None:
-            return record
         try:
-            reply = parse_completion(completion)
-            record.anthropic_response = translate.to_anthropic(completion, tool_map, record.message_id, model)
-        except (StudentError, ValueError, TypeError, KeyError) as exc:
-            record.status, record.error = 502, f"the student's response cannot be used: {exc}"[:500]
+            reply = await asyncio.get_running_loop().run_in_executor(self._pool, backend.send, openai_request)
+        except ContextOverflow as exc:   # Anthropic's wording, which the CLI knows: "prompt is too long"
+            record.status, record.error_kind = 400, "context_overflow"
+            record.error = f"prompt is too long: {exc}"
+        except StudentError as exc:
+            record.status, record.error_kind, record.error = exc.status, "student_error", str(exc)
+        record.latency_s = round(time.monotonic() - started, 3)
+        if record.error is not None:
             return record
+        completion = translate.with_reasoning_content(reply.body, reply.reasoning)
+        try:
+            record.anthropic_response = translate.to_anthropic(completion, tool_map, record.message_id, model)
+        except (ValueError, TypeError, KeyError) as exc:
+            record.status, record.error_kind = 502, "student_error"
+            record.error = f"the student's response cannot be used: {exc}"[:500]
+            return record
+        generated.update((call["id"], call["function"]["arguments"]) for call in reply.tool_calls)
         record.response, record.reasoning = reply.message, reply.reasoning
         record.finish_reason, record.usage = reply.finish_reason, reply.usage
         record.prompt_token_ids, record.logprobs = reply.prompt_token_ids, reply.logprobs
         record.completion_token_ids, record.tokens = reply.completion_token_ids, reply.tokens
         return record
-
-    async def _complete(self, client: Any,
-                        request: dict[str, Any]) -> tuple[dict[str, Any] | None, int, str | None]:
-        """(chat.completion body, 200, None), or (None, status for the CLI, why)."""
-        import openai
-
-        while True:
-            extension = self.extension
-            extra = {"logprobs": True, "extra_body": {"return_token_ids": True}} if extension else {}
-            try:
-                raw = await client.chat.completions.with_raw_response.create(**request, **extra)
-                body = json.loads(raw.text)   # the legacy raw response: read already
-            except openai.BadRequestError as exc:
-                if extension and any(key in str(exc) for key in EXTENSION_KEYS):
-                    self.extension = False     # a server without the extension: ask again, plainly
-                    continue
-                return None, 400, f"the student rejected the request: {_short(exc)}"
-            except openai.APIStatusError as exc:
-                return None, 502, f"the student answered HTTP {exc.status_code}: {_short(exc)}"
-            except openai.APIConnectionError as exc:  # includes timeouts
-                return None, 502, f"cannot reach the student at {client.base_url}: {exc}"
-            except json.JSONDecodeError as exc:
-                return None, 502, f"the student's response is not JSON: {exc}"
-            if not isinstance(body, dict):
-                return None, 502, "the student's response is not a JSON object"
-            return body, 200, None
-
-
-def _short(exc: Exception) -> str:
-    return str(exc).replace("\n", " ")[:300]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -31,12 +31,13 @@ class RecordWriter(RolloutWriter):
         super().__init__(path, mode="ab")
         self.counts: dict[str, int] = {"main": 0, "side": 0, "main_with_token_ids": 0, "errors": 0}
         self.last_error: str | None = None
+        self.last_error_kind: str | None = None    # context_overflow or student_error
 
     def write(self, record: ProxyRecord) -> None:  # type: ignore[override]
         with self._lock:
             if record.error:
                 self.counts["errors"] += 1
-                self.last_error = record.error
+                self.last_error, self.last_error_kind = record.error, record.error_kind
             else:
                 self.counts[record.role] += 1
                 self.counts["main_with_token_ids"] += (record.role == "main"

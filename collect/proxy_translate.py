@@ -100,6 +100,45 @@ def to_anthropic(completion: dict[str, Any], tool_map: dict[str, str], message_i
     return message
 
 
+def with_reasoning_content(completion: dict[str, Any], reasoning: str | None) -> dict[str, Any]:
+    """The completion with its reasoning as `reasoning_content`, the one name the adapter maps to a
+    thinking block (vLLM 0.12+ answers `reasoning`).
+
+    >>> body = {"choices": [{"message": {"role": "assistant", "content": "x", "reasoning": "r"}}]}
+    >>> with_reasoning_content(body, "r")["choices"][0]["message"]
+    {'role': 'assistant', 'content': 'x', 'reasoning_content': 'r'}
+    """
+    choices = [dict(choice) for choice in completion.get("choices") or []]
+    if choices and isinstance(choices[0].get("message"), dict):
+        message = {key: value for key, value in choices[0]["message"].items()
+                   if key not in ("reasoning", "reasoning_content")}
+        if reasoning:
+            message["reasoning_content"] = reasoning
+        choices[0]["message"] = message
+    return {**completion, "choices": choices}
+
+
+def restore_calls(messages: list[dict[str, Any]], generated: dict[str, str]) -> list[dict[str, Any]]:
+    """The history with each tool call's arguments as the student generated them (by call id): the CLI
+    writes its own copy back (Edit gains `replace_all: false`, keys move), and the next prompt would no
+    longer extend the previous prompt + completion.
+
+    >>> history = [{"role": "assistant", "tool_calls": [{"id": "c1", "type": "function",
+    ...     "function": {"name": "Edit", "arguments": '{"replace_all": false, "old_string": "a"}'}}]}]
+    >>> restore_calls(history, {"c1": '{"old_string": "a"}'})[0]["tool_calls"][0]["function"]["arguments"]
+    '{"old_string": "a"}'
+    """
+    out = []
+    for message in messages:
+        calls = message.get("tool_calls") if message.get("role") == "assistant" else None
+        if calls and any(call.get("id") in generated for call in calls):
+            calls = [{**call, "function": {**call["function"], "arguments": generated[call["id"]]}}
+                     if call.get("id") in generated else call for call in calls]
+            message = {**message, "tool_calls": calls}
+        out.append(message)
+    return out
+
+
 def sse_events(message: dict[str, Any]) -> list[bytes]:
     """The Messages response as the SSE events of a stream, one bytes object per event."""
     _adapter()

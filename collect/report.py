@@ -9,6 +9,8 @@ from pathlib import Path
 import orjson
 from pydantic import BaseModel, Field
 
+from collect.probe import ServerInfo
+
 ErrorKind = str   # invalid_instance, image_not_found, container_error, student_error, runtime_error,
                   # evaluation_error, interrupted, internal_error
 
@@ -29,7 +31,10 @@ class InstanceOutcome(BaseModel):
 class RunReport(BaseModel):
     run_id: str
     student_model: str
-    student_url: str
+    student_url: str | None
+    student_provider: str | None = None
+    sampling: dict[str, float | int] = Field(default_factory=dict)   # as sent; absent: the server's
+    logprobs_mode: str | None = None       # the server's, as declared by --logprobs-mode
     evaluate: bool
     started_at: str
     finished_at: str | None = None
@@ -43,6 +48,7 @@ class RunReport(BaseModel):
     errors: dict[ErrorKind, int] = Field(default_factory=dict)
     evaluated: int = 0
     resolved: int = 0
+    servers: list[ServerInfo] = Field(default_factory=list)   # each student server: probe, token extension
     outcomes: list[InstanceOutcome] = Field(default_factory=list)
 
     def add(self, outcome: InstanceOutcome) -> None:
@@ -72,6 +78,9 @@ class RunReport(BaseModel):
             text += f"; resolved {self.resolved}/{self.evaluated} evaluated"
         if self.errors:
             text += "; errors: " + ", ".join(f"{kind}={n}" for kind, n in sorted(self.errors.items()))
+        dropped = [server.url or server.model for server in self.servers if server.token_extension_dropped]
+        if dropped:
+            text += "; token ids refused by " + ", ".join(dropped)
         return text + ("; INTERRUPTED" if self.interrupted else "")
 
 

@@ -23,8 +23,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     "DIR/<instance_id>.rollout.jsonl (claude-code: DIR/<instance_id>/) and DIR/report.json.")
     add = parser.add_argument
     add("--instances", type=Path, required=True, help="SWE-bench instances, JSONL or a JSON list")
-    add("--student-url", required=True, help="OpenAI-compatible base URL, e.g. http://localhost:8000/v1")
+    add("--student-url", default=None,
+        help="OpenAI-compatible base URL of the vLLM server, e.g. http://localhost:8000/v1 (with "
+             "--student-provider: the provider's endpoint, default its own)")
     add("--student-model", required=True, help="the served model name, as vLLM knows it")
+    add("--student-provider", default=None, metavar="NAME",
+        help="an official API as the student, through litellm (openai, anthropic, ...): same agents and "
+             "grading, no token ids; the key comes from --api-key or the provider's usual variable")
     add("--out", type=Path, required=True, help="output folder")
     add("--max-turns", type=int, default=30, help="student turns per instance (default 30)")
     add("--workers", type=int, default=1, help="instances rolled out in parallel (default 1)")
@@ -33,7 +38,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add("--image-tag", default="latest", help="image tag (default latest)")
     add("--pull", action="store_true", help="pull a missing instance image (default: never pull)")
     add("--temperature", type=float, default=None, help="sampling temperature (default: the server's)")
+    add("--top-p", type=float, default=None, help="nucleus sampling (default: the server's)")
     add("--max-tokens", type=int, default=None, help="completion tokens per turn (default: the server's)")
+    add("--logprobs-mode", default="raw_logprobs",
+        choices=["raw_logprobs", "processed_logprobs", "raw_logits", "processed_logits"],
+        help="what the vLLM server was started with (`vllm serve --logprobs-mode`, default raw_logprobs: "
+             "before temperature and top-p); recorded in every rollout, the API cannot tell")
+    add("--reasoning-echo", default="auto", choices=["auto", "field", "inline", "none"],
+        help="how a reply's reasoning goes back to the server: `field` (vLLM >= 0.12 reads `reasoning`), "
+             "`inline` between <think> tags (vLLM <= 0.11 drops request reasoning), `none`; auto: by the "
+             "field the server answers with")
+    add("--request-timeout", type=float, default=600.0,
+        help="seconds to wait for one student reply (default 600); a timeout is not retried")
     add("--command-timeout", type=int, default=120, help="seconds per bash command (default 120)")
     add("--output-limit", type=int, default=20_000, help="bytes of command output kept (default 20000)")
     add("--mem-limit", default="8g", help="container memory limit (default 8g)")
@@ -56,6 +72,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="Claude Code's small/fast model name (default claude-haiku-4-5)")
     claude.add_argument("--small-model", default=None,
                         help="the served model answering --claude-small-model (default: --student-model)")
+    claude.add_argument("--small-url", default=None,
+                        help="the server of --small-model, e.g. a second vLLM (default: --student-url)")
     claude.add_argument("--claude-timeout", type=int, default=1800,
                         help="seconds for one Claude Code session (default 1800)")
     return parser.parse_args(argv)
@@ -71,11 +89,11 @@ def _claude_options(args: argparse.Namespace) -> object:
     find_binary(args.claude_binary, load_claude_code_spec())
     return ClaudeCodeOptions(binary=args.claude_binary, model=args.claude_model,
                              small_model=args.claude_small_model, small_backend=args.small_model,
-                             timeout=args.claude_timeout)
+                             small_url=args.small_url, timeout=args.claude_timeout)
 
 
 CLAUDE_FLAGS = {"binary": "--claude-binary", "model": "--claude-model", "small_model": "--claude-small-model",
-                "small_backend": "--small-model", "timeout": "--claude-timeout"}
+                "small_backend": "--small-model", "small_url": "--small-url", "timeout": "--claude-timeout"}
 
 
 def _one_line(exc: Exception) -> str:
@@ -87,11 +105,31 @@ def _one_line(exc: Exception) -> str:
 
 
 def _raise_interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt  # SIGTERM (CI timeouts, `kill`) cleans up exactly like Ctrl-C
+    # Once: the cleanup that follows (containers, network, report.json) must not be cut short by the
+    # next Ctrl-C of an impatient user, so later signals only say what is going on.
+    for each in STOP_SIGNALS:
+        signal.signal(each, _still_stopping)
+    raise KeyboardInterrupt
+
+
+def _still_stopping(signum: int, frame: object) -> None:
+    print("collect.run: stopping: removing containers and writing report.json", file=sys.stderr)
+
+
+# Installed explicitly: a process started in the background by a script (`collect.run ... &`) inherits
+# SIGINT ignored, and Python then never turns it into KeyboardInterrupt. SIGTERM (CI timeouts, `kill`)
+# and SIGHUP (a closed terminal) clean up exactly like Ctrl-C.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    for each in STOP_SIGNALS:
+        signal.signal(each, _raise_interrupt)
+    if args.student_url is None and args.student_provider is None:
+        print("collect.run: error: --student-url is required (or --student-provider NAME for an official "
+              "API)", file=sys.stderr)
+        return EXIT_USER_ERROR
     from pydantic import ValidationError
 
     from collect.config import CollectConfig, CollectError
@@ -103,9 +141,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = CollectConfig(
             instances=args.instances, student_url=args.student_url, student_model=args.student_model,
-            out=args.out, api_key=args.api_key, max_turns=args.max_turns, workers=args.workers,
-            evaluate=args.evaluate, namespace=args.namespace, image_tag=args.image_tag, pull=args.pull,
-            temperature=args.temperature, max_tokens=args.max_tokens, command_timeout=args.command_timeout,
+            student_provider=args.student_provider, out=args.out, api_key=args.api_key,
+            max_turns=args.max_turns, workers=args.workers, evaluate=args.evaluate, namespace=args.namespace,
+            image_tag=args.image_tag, pull=args.pull, temperature=args.temperature, top_p=args.top_p,
+            max_tokens=args.max_tokens, logprobs_mode=args.logprobs_mode, reasoning_echo=args.reasoning_echo,
+            request_timeout=args.request_timeout, command_timeout=args.command_timeout,
             output_limit=args.output_limit, mem_limit=args.mem_limit, cpus=args.cpus,
             eval_timeout=args.eval_timeout)
     except ValidationError as exc:
@@ -118,7 +158,6 @@ def main(argv: list[str] | None = None) -> int:
     except (ValidationError, CollectError) as exc:
         print(f"collect.run: error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_USER_ERROR
-    signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         report = collect_rollouts(config, claude=claude)
     except CollectError as exc:

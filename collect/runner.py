@@ -27,7 +27,9 @@ from collect.instances import (
     load_instances,
     rollout_filename,
 )
+from collect.probe import ServerInfo, probe
 from collect.records import RolloutWriter
+from collect.reply import resolve_echo
 from collect.report import InstanceOutcome, RunReport, write_report
 from collect.runtime import (
     ContainerTracker,
@@ -39,8 +41,8 @@ from collect.runtime import (
     ensure_image,
     sweep,
 )
-from collect.student import Student
-from ingestion.rollout_format import FinalRecord, RolloutHeader
+from collect.student import Backend, Student
+from ingestion.rollout_format import GRADED, FinalRecord, RolloutHeader
 
 log = logging.getLogger("collect")
 INTERRUPT_GRACE_S = 10.0
@@ -58,6 +60,7 @@ class Run:
     tracker: ContainerTracker = field(default_factory=ContainerTracker)
     stop: threading.Event = field(default_factory=threading.Event)
     agent: Any = None                  # a ClaudeCodeAgent (--agent claude-code); None: the bash/edit loop
+    servers: list[tuple[Backend, ServerInfo]] = field(default_factory=list)   # the student's, then others
 
 
 def new_run_id() -> str:
@@ -74,8 +77,17 @@ def collect_rollouts(config: CollectConfig, claude: Any = None) -> RunReport:
     `claude` (ClaudeCodeOptions) runs Claude Code instead of the bash/edit loop (collect/claude_code.py).
     """
     rows = load_instances(config.instances)
-    run = Run(config, load_agent_spec(), docker_client(config), Student(config), new_run_id(),
-              duplicates=duplicates(rows))
+    spec = load_agent_spec()
+    student = Student(config, think_tags=spec.think_tags)
+    targets = [(student.backend, config.student_model)]
+    if claude is not None and (claude.small_url or claude.small_backend):
+        small = Backend(claude.small_url, config.api_key, config.student_provider, config.request_timeout) \
+            if claude.small_url and claude.small_url != config.student_url else student.backend
+        targets.append((small, claude.small_backend or config.student_model))
+    # Before docker and before any output: a server that cannot serve the agent is one line, exit 2.
+    servers = [(backend, probe(backend, model, spec, student.sampling)) for backend, model in targets]
+    run = Run(config, spec, docker_client(config), student, new_run_id(), duplicates=duplicates(rows),
+              servers=servers)
     try:
         config.out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -83,12 +95,14 @@ def collect_rollouts(config: CollectConfig, claude: Any = None) -> RunReport:
     if claude is not None:
         from collect.claude_code import ClaudeCodeAgent
 
-        run.agent = ClaudeCodeAgent(claude, config, run.client, run.run_id)
+        run.agent = ClaudeCodeAgent(claude, config, run.client, run.run_id, [b for b, _ in servers])
         run.agent.start(rows)              # a missing CLI is a CollectError here, before any rollout
     if config.evaluate:
         use_log_dir(config.out / "eval_logs")
     report = RunReport(run_id=run.run_id, student_model=config.student_model, student_url=config.student_url,
-                       evaluate=config.evaluate, started_at=_now(), instances=len(rows))
+                       student_provider=config.student_provider, sampling=student.sampling,
+                       logprobs_mode=_logprobs_mode(config), evaluate=config.evaluate, started_at=_now(),
+                       instances=len(rows))
     jobs: queue.SimpleQueue[tuple[int, Any]] = queue.SimpleQueue()
     for job in enumerate(rows):
         jobs.put(job)
@@ -127,8 +141,14 @@ def collect_rollouts(config: CollectConfig, claude: Any = None) -> RunReport:
             run.agent.close()              # its network, once no container is left on it
         with lock:
             report.finished_at = _now()
+            report.servers = [info.model_copy(update={"token_extension_dropped": backend.dropped})
+                              for backend, info in run.servers]
             write_report(report, config.out / "report.json")
     return report
+
+
+def _logprobs_mode(config: CollectConfig) -> str | None:
+    return None if config.student_provider else config.logprobs_mode   # official APIs: no token logprobs
 
 
 def _describe(outcome: InstanceOutcome) -> str:
@@ -179,7 +199,8 @@ def _rollout(run: Run, row: Any, index: int, label: str) -> InstanceOutcome:
             writer.write(final)
     finally:
         runtime.remove()
-    kind = ERROR_KIND.get(final.exit_status) or ("evaluation_error" if final.error else None)
+    failed_grade = config.evaluate and final.exit_status in GRADED and final.reward is None
+    kind = ERROR_KIND.get(final.exit_status) or ("evaluation_error" if failed_grade else None)
     return InstanceOutcome(instance_id=instance_id, rollout_file=str(path.relative_to(config.out)),
                            exit_status=final.exit_status,
                            turns=final.turns, turns_with_token_ids=token_turns, reward=final.reward,
@@ -187,12 +208,17 @@ def _rollout(run: Run, row: Any, index: int, label: str) -> InstanceOutcome:
 
 
 def _header(run: Run, row: dict[str, Any], image: str) -> RolloutHeader:
+    info = run.servers[0][1] if run.servers else None
     return RolloutHeader(
         rollout_id=f"{row['instance_id']}.{run.run_id}", run_id=run.run_id, instance_id=row["instance_id"],
         repo=row.get("repo"), base_commit=row.get("base_commit"), image=image,
         student_model=run.config.student_model, student_url=run.config.student_url,
-        sampling=dict(run.student.sampling), max_turns=run.config.max_turns, agent_version=run.spec.version,
-        tools=run.spec.tools, created_at=_now())
+        student_provider=run.config.student_provider, sampling=dict(run.student.sampling),
+        logprobs_mode=_logprobs_mode(run.config),
+        reasoning_echo=resolve_echo(run.config.reasoning_echo, info.reasoning_field if info else None),
+        max_model_len=info.max_model_len if info else None,
+        max_turns=run.config.max_turns, agent_version=run.spec.version, tools=run.spec.tools,
+        created_at=_now())
 
 
 def _drive(run: Run, row: dict[str, Any], image: str, runtime: Runtime,
@@ -212,7 +238,7 @@ def _drive(run: Run, row: dict[str, Any], image: str, runtime: Runtime,
             final.exit_status = "interrupted" if run.stop.is_set() else "runtime_error"
             final.error = final.error or str(exc) or "interrupted"
     runtime.remove()
-    graded = final.exit_status in ("submitted", "max_turns") and final.patch is not None
+    graded = final.exit_status in GRADED and final.patch is not None
     if run.config.evaluate and graded and not run.stop.is_set():
         grade = grade_patch(run.client, row, image, final.patch, run.config.student_model, run.run_id,
                             run.config.eval_timeout, run.config.out / "eval_logs")
@@ -221,7 +247,7 @@ def _drive(run: Run, row: dict[str, Any], image: str, runtime: Runtime,
         if run.stop.is_set():
             final.exit_status, final.reward, final.error = "interrupted", None, "interrupted"
         elif grade.reward is None:
-            final.error = grade.error
+            final.error = "; ".join(e for e in (final.error, grade.error) if e)   # an overflow keeps its why
     if final.exit_status == "interrupted":
         final.error = final.error or "interrupted"
     final.elapsed_s = round(time.monotonic() - started, 3)

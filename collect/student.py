@@ -1,135 +1,272 @@
-"""The student: one chat completion per turn through the OpenAI client, with vLLM's token extension.
+"""The student's servers: one chat completion per request, under one retry policy.
 
-vLLM (>= 0.10.2) answers `return_token_ids: true` with `prompt_token_ids` at the top level of the
-response and `token_ids` in each choice; `logprobs: true` gives `choices[i].logprobs.content[]`.
-A server that rejects the extension is asked again without it, once per run, and turns record None.
+A `Backend` is one server. A vLLM server (no `--student-provider`) is asked through the openai client's
+raw response: the record must be the exact wire request (litellm rewrites messages on the way, e.g.
+drops `content: null`, and the next prompt must extend the last one token for token), and vLLM's extra
+fields (`prompt_token_ids`, `choices[].token_ids`) are read as sent. An official API
+(`--student-provider openai|anthropic|...`) is asked through litellm, without the token extension:
+same agents, same harness, no token ids.
+
+The token extension (`logprobs: true`, `return_token_ids: true`) is dropped for one server only, and
+only when that server refuses one of its fields by name (collect/server_errors.py); why is kept in
+`dropped` for the run's report. Neither client retries on its own (`max_retries=0`, `num_retries=0`):
+one tenacity policy retries a connection that failed or a 429 / 5xx twice, honouring Retry-After, and
+never a timeout, so a hung server costs one `--request-timeout`, not three.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import os
+import random
+import threading
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from collect.config import CollectConfig
+from collect.reply import BadReply, EchoStyle, StudentReply, parse_completion, resolve_echo, with_reasoning
+from collect.server_errors import (
+    error_fields,
+    is_context_overflow,
+    needs_auto_tool_choice,
+    unsupported_extension,
+)
 
-EXTENSION_KEYS = ("return_token_ids", "logprobs", "top_logprobs")
+log = logging.getLogger("collect")
+RETRIES = 2
+MAX_WAIT_S = 30.0
 
 
 class StudentError(Exception):
-    """The student could not answer (unreachable, HTTP error, malformed response)."""
+    """The student could not answer (unreachable, HTTP error, malformed response).
+
+    `status`: what a client of ours (the recording proxy's CLI) is told: 400 for a refused request, 502
+    for a server that failed or could not be reached."""
+
+    def __init__(self, message: str, status: int = 502) -> None:
+        super().__init__(message)
+        self.status = status
 
 
-@dataclass
-class StudentReply:
-    message: dict[str, Any]                    # role, content, tool_calls: what goes back into the history
-    reasoning: str | None = None
-    finish_reason: str | None = None
-    prompt_token_ids: list[int] | None = None
-    completion_token_ids: list[int] | None = None
-    logprobs: list[float] | None = None
-    tokens: list[str] | None = None
-    usage: dict[str, Any] | None = None
-    elapsed_s: float = 0.0
+class ContextOverflow(StudentError):
+    """The conversation no longer fits the model's context: the student's failure, graded as it stands."""
 
 
-def _int_list(value: Any) -> list[int] | None:
-    ok = isinstance(value, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in value)
-    return value if ok else None
+class ToolParsingOff(StudentError):
+    """A vLLM started without --enable-auto-tool-choice: no rollout can work."""
 
 
-def _tool_calls(raw: Any) -> list[dict[str, Any]]:
-    calls = []
-    for index, call in enumerate(raw if isinstance(raw, list) else []):
-        function = (call or {}).get("function") or {}
-        arguments = function.get("arguments")
-        if not isinstance(arguments, str):     # some servers send an object; the wire form is a string
-            arguments = json.dumps(arguments if arguments is not None else {})
-        calls.append({"id": call.get("id") or f"call_{index}", "type": "function",
-                      "function": {"name": function.get("name") or "", "arguments": arguments}})
-    return calls
+class _Retry(Exception):
+    """A failure worth another attempt (after `wait` s, the server's Retry-After, or a backoff)."""
+
+    def __init__(self, failure: StudentError, wait: float | None = None) -> None:
+        super().__init__(str(failure))
+        self.failure, self.wait = failure, wait
 
 
-def parse_completion(body: dict[str, Any]) -> StudentReply:
-    """The first choice of a chat.completion body, with vLLM's token ids and logprobs where present.
+class _Refused(Exception):
+    """A 4xx: the request itself was refused (never retried as is)."""
 
-    >>> reply = parse_completion({"choices": [{"message": {"role": "assistant", "content": "hi"},
-    ...     "token_ids": [7], "logprobs": {"content": [{"token": "hi", "logprob": -0.5}]}}],
-    ...     "prompt_token_ids": [1, 2]})
-    >>> reply.message, reply.prompt_token_ids, reply.completion_token_ids, reply.logprobs
-    ({'role': 'assistant', 'content': 'hi'}, [1, 2], [7], [-0.5])
-    """
-    choices = body.get("choices") if isinstance(body, dict) else None
-    if not choices or not isinstance(choices[0], dict) or not isinstance(choices[0].get("message"), dict):
-        raise StudentError(f"the response has no choice with a message: {str(body)[:200]}")
-    choice, raw = choices[0], choices[0]["message"]
-    content = raw.get("content")
-    message: dict[str, Any] = {"role": "assistant", "content": content if isinstance(content, str) else ""}
-    calls = _tool_calls(raw.get("tool_calls"))
-    if calls:
-        message["tool_calls"] = calls
-    entries = (choice.get("logprobs") or {}).get("content")
-    entries = entries if isinstance(entries, list) and all(isinstance(e, dict) for e in entries) else None
-    logprobs = [e.get("logprob") for e in entries] if entries else None
-    if logprobs is not None and not all(isinstance(lp, int | float) for lp in logprobs):
-        logprobs = None
-    reasoning = raw.get("reasoning_content") or raw.get("reasoning")
-    return StudentReply(
-        message=message, reasoning=reasoning if isinstance(reasoning, str) else None,
-        finish_reason=choice.get("finish_reason"),
-        prompt_token_ids=_int_list(body.get("prompt_token_ids")),
-        completion_token_ids=_int_list(choice.get("token_ids")),
-        logprobs=logprobs, tokens=[str(e.get("token")) for e in entries] if logprobs and entries else None,
-        usage=body.get("usage") if isinstance(body.get("usage"), dict) else None)
+    def __init__(self, status: int, body: Any) -> None:
+        super().__init__(status)
+        self.status, self.body = status, body
 
 
-class Student:
-    """One per run, shared by the workers (the OpenAI client is thread-safe)."""
+def _retry_after(exc: Any) -> float | None:
+    headers = getattr(getattr(exc, "response", None), "headers", None) or {}
+    try:
+        if "retry-after-ms" in headers:
+            return float(headers["retry-after-ms"]) / 1000
+        return float(headers["retry-after"]) if "retry-after" in headers else None
+    except ValueError:
+        return None
 
-    def __init__(self, config: CollectConfig) -> None:
-        from openai import OpenAI
 
-        # The client's own retry policy (2 retries, honouring Retry-After, on connection errors, 408,
-        # 409, 429 and 5xx) is the only one: an unreachable server fails in seconds, not minutes.
-        self.client = OpenAI(base_url=config.student_url, api_key=config.api_key,
-                             timeout=config.request_timeout, max_retries=2)
-        self.model = config.student_model
-        self.sampling = {key: value for key, value in
-                         (("temperature", config.temperature), ("max_tokens", config.max_tokens))
-                         if value is not None}
-        self.extension = True
+def _wait(state: Any) -> float:
+    """The server's Retry-After when it sent one, else full-jitter exponential backoff; capped."""
+    failure = state.outcome.exception() if state.outcome else None
+    hinted = failure.wait if isinstance(failure, _Retry) else None
+    wait = hinted if hinted is not None else random.uniform(0, 2 ** (state.attempt_number - 1))
+    return min(max(wait, 0.0), MAX_WAIT_S)
 
-    def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> StudentReply:
-        import openai
 
+def _short(text: str) -> str:
+    return text.replace("\n", " ")[:300]
+
+
+class Backend:
+    """One student server, shared by every worker (both clients are thread-safe)."""
+
+    def __init__(self, url: str | None, api_key: str, provider: str | None = None, timeout: float = 600.0,
+                 retries: int = RETRIES) -> None:
+        self.url = url
+        self.provider = provider
+        self.api_key = api_key
+        self.timeout = timeout
+        self.retries = retries
+        self.extension = provider is None      # vLLM's token extension; official APIs have none
+        self.dropped: str | None = None        # why the extension was dropped for this server
+        self.reasoning_field: str | None = None
+        self._lock = threading.Lock()
+        self._client: Any = None
+
+    @property
+    def name(self) -> str:
+        return self.url or f"{self.provider} API"
+
+    def send(self, request: dict[str, Any]) -> StudentReply:
+        """One completion of `request` (model, messages, tools, sampling); StudentError if there is none."""
+        try:
+            return self._send(request)
+        except StudentError as exc:     # errors end up in rollouts and reports: never with the key in them
+            if self.api_key in ("", "EMPTY") or self.api_key not in str(exc):
+                raise
+            raise type(exc)(str(exc).replace(self.api_key, "***"), exc.status) from None
+
+    def _send(self, request: dict[str, Any]) -> StudentReply:
         started = time.monotonic()
         while True:
             extension = self.extension
-            extra = {"logprobs": True, "extra_body": {"return_token_ids": True}} if extension else {}
             try:
-                raw = self.client.chat.completions.with_raw_response.create(
-                    model=self.model, messages=messages, tools=tools, tool_choice="auto",  # type: ignore[arg-type]
-                    **self.sampling, **extra)
-                body = json.loads(raw.text)
+                body = self._attempts(request, extension)
                 break
-            except openai.BadRequestError as exc:
-                if extension and any(key in str(exc) for key in EXTENSION_KEYS):
-                    self.extension = False     # a server without the extension: ask again, plainly
-                    continue
-                raise StudentError(f"the student rejected the request: {_short(exc)}") from None
-            except openai.APIStatusError as exc:
-                raise StudentError(f"the student answered HTTP {exc.status_code}: {_short(exc)}") from None
-            except openai.APIConnectionError as exc:  # includes timeouts
-                cause = f" ({exc.__cause__})" if exc.__cause__ else ""
-                where = self.client.base_url
-                raise StudentError(f"cannot reach the student at {where}: {exc}{cause}") from None
-            except json.JSONDecodeError as exc:
-                raise StudentError(f"the student's response is not JSON: {exc}") from None
-        reply = parse_completion(body)
+            except _Refused as refused:
+                message, param = error_fields(refused.body)
+                key = unsupported_extension(message, param) if extension else None
+                if key is None:
+                    raise self._error(refused.status, message) from None
+                with self._lock:
+                    if self.extension:
+                        self.extension = False
+                        self.dropped = f"HTTP {refused.status}: {_short(message)}"
+                        log.warning("%s refuses %s: token ids are off for this server", self.name, key)
+        try:
+            reply = parse_completion(body)
+        except BadReply as exc:
+            raise StudentError(f"the student's response cannot be used: {exc}") from None
+        self.reasoning_field = reply.reasoning_field or self.reasoning_field
         reply.elapsed_s = round(time.monotonic() - started, 3)
         return reply
 
+    def served_models(self) -> list[dict[str, Any]] | None:
+        """GET /models of a vLLM server (its cards carry max_model_len); None where there is no such list."""
+        import openai
 
-def _short(exc: Exception) -> str:
-    return str(exc).replace("\n", " ")[:300]
+        try:
+            raw = self._openai().models.with_raw_response.list()
+        except openai.APIConnectionError as exc:     # a timeout included: the server is not answering
+            raise StudentError(f"cannot reach the student at {self.name}: {exc}") from None
+        except openai.APIStatusError:
+            return None
+        try:
+            data = json.loads(raw.text).get("data")
+        except (json.JSONDecodeError, AttributeError):
+            return None
+        return [card for card in data if isinstance(card, dict)] if isinstance(data, list) else None
+
+    def _error(self, status: int, message: str) -> StudentError:
+        if is_context_overflow(message):
+            return ContextOverflow(f"the conversation exceeds the student's context: {_short(message)}", 400)
+        if needs_auto_tool_choice(message):
+            return ToolParsingOff(_short(message), 400)
+        if 400 <= status < 500 and status != 429:
+            return StudentError(f"the student rejected the request: HTTP {status}: {_short(message)}", 400)
+        return StudentError(f"the student answered HTTP {status}: {_short(message)}")
+
+    def _attempts(self, request: dict[str, Any], extension: bool) -> dict[str, Any]:
+        from tenacity import Retrying, retry_if_exception_type, stop_after_attempt
+
+        retrying = Retrying(stop=stop_after_attempt(self.retries + 1), wait=_wait, reraise=True,
+                            retry=retry_if_exception_type(_Retry))
+        try:
+            return retrying(self._once, request, extension)
+        except _Retry as retry:
+            raise retry.failure from None
+
+    def _once(self, request: dict[str, Any], extension: bool) -> dict[str, Any]:
+        import openai
+
+        try:
+            if self.provider is None:
+                extra = {"logprobs": True, "extra_body": {"return_token_ids": True}} if extension else {}
+                raw = self._openai().chat.completions.with_raw_response.create(**request, **extra)
+                return self._json(raw.text)
+            return self._litellm(request)
+        except openai.APITimeoutError:
+            raise StudentError(f"the student at {self.name} did not answer within {self.timeout:g} s "
+                               "(--request-timeout)") from None
+        except openai.APIConnectionError as exc:
+            cause = f" ({exc.__cause__})" if exc.__cause__ else ""
+            raise _Retry(StudentError(f"cannot reach the student at {self.name}: {exc}{cause}")) from None
+        except openai.APIStatusError as exc:
+            status = exc.status_code
+            body = exc.response.text if self.provider is None else getattr(exc, "message", str(exc))
+            if type(exc).__name__ == "ContextWindowExceededError":     # litellm knows each provider's text
+                raise ContextOverflow(f"the conversation exceeds the student's context: {_short(body)}",
+                                      400) from None
+            if status == 429 or status >= 500:
+                raise _Retry(self._error(status, error_fields(body)[0]), _retry_after(exc)) from None
+            raise _Refused(status, body) from None
+
+    def _json(self, text: str) -> dict[str, Any]:
+        try:
+            body = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise StudentError(f"the student's response is not JSON: {exc}") from None
+        if not isinstance(body, dict):
+            raise StudentError("the student's response is not a JSON object")
+        return body
+
+    def _openai(self) -> Any:
+        with self._lock:
+            if self._client is None:
+                from openai import OpenAI
+
+                self._client = OpenAI(base_url=self.url, api_key=self.api_key, timeout=self.timeout,
+                                      max_retries=0)
+            return self._client
+
+    def _litellm(self, request: dict[str, Any]) -> dict[str, Any]:
+        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")   # no cost-map fetch on import
+        import litellm
+
+        model = request["model"]
+        if not model.startswith(f"{self.provider}/"):
+            model = f"{self.provider}/{model}"
+        key = self.api_key if self.api_key not in ("", "EMPTY") else None     # None: the provider's env var
+        response = litellm.completion(**{**request, "model": model}, api_base=self.url, api_key=key,
+                                      timeout=self.timeout, num_retries=0, max_retries=0)
+        return response.model_dump()
+
+
+def sampling_of(config: CollectConfig) -> dict[str, Any]:
+    """The sampling parameters a run sends (only those given: the others are the server's defaults).
+
+    >>> sampling_of(CollectConfig(instances="i", student_url="u", student_model="m", out="o", top_p=0.9))
+    {'top_p': 0.9}
+    """
+    return {key: value for key, value in (("temperature", config.temperature), ("top_p", config.top_p),
+                                          ("max_tokens", config.max_tokens)) if value is not None}
+
+
+class Student:
+    """The mini agent's student: one backend, the run's model and sampling, the reasoning echo."""
+
+    def __init__(self, config: CollectConfig, backend: Backend | None = None,
+                 think_tags: tuple[str, str] = ("<think>", "</think>")) -> None:
+        self.backend = backend or Backend(config.student_url, config.api_key, config.student_provider,
+                                          config.request_timeout)
+        self.model = config.student_model
+        self.sampling = sampling_of(config)
+        self.echo: EchoStyle = config.reasoning_echo
+        self.think_tags = think_tags
+
+    def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> StudentReply:
+        return self.backend.send({"model": self.model, "messages": messages, "tools": tools,
+                                  "tool_choice": "auto", **self.sampling})
+
+    def history_message(self, reply: StudentReply) -> dict[str, Any]:
+        """The reply as the next request shows it to the student (reasoning where its template reads it)."""
+        style = resolve_echo(self.echo, reply.reasoning_field or self.backend.reasoning_field)
+        return with_reasoning(reply.message, reply.reasoning, style, self.think_tags)

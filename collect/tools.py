@@ -116,9 +116,14 @@ def execute(workspace: Workspace, call: dict[str, Any]) -> Observation:
 
 
 def tool_message(observation: Observation) -> dict[str, Any]:
-    """The observation as the `tool` message that goes back to the student.
+    """The observation as the message that goes back to the student: the `tool` message of its call,
+    or a `user` message when the reply had no call to answer (a call left as text, a cut reply).
 
     >>> tool_message(Observation(tool_call_id="c1", name="bash", output="ok"))
     {'role': 'tool', 'tool_call_id': 'c1', 'content': 'ok'}
+    >>> tool_message(Observation(tool_call_id=None, name="", output="error: ...", error="truncated_reply"))
+    {'role': 'user', 'content': 'error: ...'}
     """
+    if observation.tool_call_id is None:
+        return {"role": "user", "content": observation.output}
     return {"role": "tool", "tool_call_id": observation.tool_call_id, "content": observation.output}

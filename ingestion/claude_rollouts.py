@@ -73,6 +73,7 @@ def join_state(state: TraceState, header: RolloutHeader, final: FinalRecord | No
         "completion_token_ids": record.completion_token_ids if record else None,
         "logprobs": record.logprobs if record else None,
         "latency_s": record.latency_s if record else None,
+        "sampling": header.sampling, "logprobs_mode": header.logprobs_mode,
     }
     return state.model_copy(update={
         "state_id": make_state_id(SOURCE, trace_id, state.turn), "trace_id": trace_id, "source": SOURCE,

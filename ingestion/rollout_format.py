@@ -24,7 +24,10 @@ FORMAT = "teacher-replay.rollout"
 FORMAT_VERSION = 1
 SUFFIX = ".rollout.jsonl"
 
-ExitStatus = Literal["submitted", "max_turns", "student_error", "runtime_error", "interrupted"]
+# context_overflow: the conversation outgrew the student's context; the patch is graded as it stands.
+ExitStatus = Literal["submitted", "max_turns", "context_overflow", "student_error", "runtime_error",
+                     "interrupted"]
+GRADED: tuple[ExitStatus, ...] = ("submitted", "max_turns", "context_overflow")   # the student's own ends
 
 
 class RolloutHeader(BaseModel):
@@ -38,8 +41,12 @@ class RolloutHeader(BaseModel):
     base_commit: str | None = None
     image: str
     student_model: str
-    student_url: str
-    sampling: dict[str, Any] = Field(default_factory=dict)    # temperature, max_tokens as sent
+    student_url: str | None                # None: an official API's own endpoint
+    student_provider: str | None = None    # litellm provider of an official-API student; None: vLLM
+    sampling: dict[str, Any] = Field(default_factory=dict)    # temperature, top_p, max_tokens as sent
+    logprobs_mode: str | None = None       # the server's --logprobs-mode: raw_logprobs = before sampling
+    reasoning_echo: str | None = None      # how the student's reasoning went back: field / inline / none
+    max_model_len: int | None = None       # the served context, from GET /models
     max_turns: int
     agent_version: int
     tools: list[dict[str, Any]]            # OpenAI tool schemas offered on every turn
@@ -47,15 +54,18 @@ class RolloutHeader(BaseModel):
 
 
 class Observation(BaseModel):
-    """What one tool call returned; the same text goes back to the student as a `tool` message."""
+    """What one tool call returned; the same text goes back to the student as a `tool` message. A reply
+    that cannot be acted on (a call left as text, a reply cut at max_tokens) gets one too: without a
+    `tool_call_id` it goes back as a `user` message."""
 
-    tool_call_id: str
+    tool_call_id: str | None
     name: str
     output: str
     exit_code: int | None = None           # bash only
     timed_out: bool = False
     truncated: bool = False
-    error: str | None = None               # the call itself was invalid (bad JSON, unknown tool, ...)
+    # invalid_call, unknown_tool (the call was wrong); unparsed_tool_call, truncated_reply (the reply was)
+    error: str | None = None
 
 
 class TurnRecord(BaseModel):
@@ -64,6 +74,7 @@ class TurnRecord(BaseModel):
     messages: list[dict[str, Any]]         # the request's messages exactly as sent (OpenAI chat form)
     response: dict[str, Any]               # the assistant message: role, content, tool_calls (as returned)
     reasoning: str | None = None           # reasoning_content / reasoning, when the server splits it out
+    reasoning_field: str | None = None     # which of the two the server answered with
     finish_reason: str | None = None
     prompt_token_ids: list[int] | None = None        # vLLM `return_token_ids`; None when not served
     completion_token_ids: list[int] | None = None
@@ -122,6 +133,8 @@ class ProxyRecord(BaseModel):
     anthropic_response: dict[str, Any] | None = None  # what the CLI received (before SSE framing)
     status: int = 200                      # the HTTP status the CLI got
     error: str | None = None               # why the backend gave no answer
+    error_kind: str | None = None          # context_overflow, student_error
+    backend_url: str | None = None         # the server that answered (the small model may have its own)
 
 
 def read_proxy_records(path: Path) -> tuple[list[ProxyRecord], int]:

@@ -86,6 +86,8 @@ def build_state(header: RolloutHeader, turn: TurnRecord, final: FinalRecord | No
         "exit_status": final.exit_status if final else None,
         "finish_reason": turn.finish_reason, "prompt_token_ids": turn.prompt_token_ids,
         "completion_token_ids": turn.completion_token_ids, "logprobs": turn.logprobs,
+        # what the logprobs are of: the sampling sent and the server's --logprobs-mode
+        "sampling": header.sampling, "logprobs_mode": header.logprobs_mode,
     }
     return TraceState(
         state_id=make_state_id(SOURCE, header.rollout_id, turn.turn), trace_id=header.rollout_id,

@@ -176,3 +176,43 @@ def scripted_student(request: dict[str, Any]) -> Reply:
     script = SCRIPTS[name]
     step = script[turn] if turn < len(script) else "done"
     return Reply(vllm_body(step, turn, with_tokens=bool(request.get("return_token_ids"))))
+
+
+# --- the same students as a vLLM model (tests/vllm_server.py): raw text, reasoning first -------------
+
+REREAD = [[{"name": "bash", "arguments": {"command": f"cat calc.py # {n}"}}] for n in range(40)]
+OVERFLOW = [*FIX[:3], *REREAD, "done"]      # the fix, then reading on until the context is full
+GARBLED = [  # a call the server's parser cannot read (bad JSON / no `<function=` header), then the fix
+    '<tool_call>\n{"name": "bash", "arguments": {"command": "cat calc.py"}\n</tool_call>', *FIX]
+GARBLED_XML = ["<tool_call>\n<function bash>\n<parameter=command>\ncat calc.py\n</parameter>\n</function>\n"
+               "</tool_call>", *FIX]
+VLLM_SCRIPTS = {**SCRIPTS, "overflow": OVERFLOW, "garbled": GARBLED, "garbled_xml": GARBLED_XML}
+READY = [{"name": "bash", "arguments": {"command": "echo ready"}}]
+
+
+def toy_policy(fmt: str = "hermes", reasoning: bool = True,
+               scripts: dict[str, list[Any]] | None = None) -> Any:
+    """The scripted student as the model behind tests/vllm_server.py: each step as the text it generates.
+
+    The start-up probe ("connectivity check") gets a bash call; a rollout plays the script named in its
+    problem statement, one step per assistant message so far, thinking a line first (`reasoning`).
+    """
+    from tests.vllm_server import assistant_text
+
+    scripts = scripts or VLLM_SCRIPTS
+
+    def policy(request: dict[str, Any]) -> str:
+        messages = request.get("messages") or []
+        text = json.dumps(messages[:2])
+        if "connectivity check" in text:
+            return assistant_text("", READY, fmt=fmt)  # type: ignore[arg-type]
+        name = next((key for key in scripts if f"[script: {key}]" in text), "nofix")
+        turn = sum(message.get("role") == "assistant" for message in messages)
+        step = scripts[name][turn] if turn < len(scripts[name]) else "done"
+        think = f"Turn {turn}: what next?" if reasoning else None
+        if isinstance(step, str):
+            return step if step.startswith("<tool_call>") else assistant_text(step, reasoning=think,
+                                                                              fmt=fmt)  # type: ignore[arg-type]
+        return assistant_text("", step, reasoning=think, fmt=fmt)  # type: ignore[arg-type]
+
+    return policy

@@ -27,8 +27,16 @@ from collect.config import CollectError
 from collect.instances import image_name
 from collect.runtime import LABEL
 from ingestion.store import load_states
-from tests.collect_toy import IMAGE_TAG, NAMESPACE, ensure_instance_images, toy_instance, vllm_body
-from tests.llm_server import LLMServer, Reply, chat_completion
+from tests.collect_toy import (
+    IMAGE_TAG,
+    NAMESPACE,
+    ensure_instance_images,
+    toy_instance,
+    toy_policy,
+    vllm_body,
+)
+from tests.llm_server import Reply, chat_completion
+from tests.vllm_server import EOS, VLLMConfig, VLLMServer, assistant_text
 
 pytestmark = pytest.mark.docker
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,6 +61,11 @@ CLAUDE_SCRIPTS: dict[str, list[Any]] = {
     # the CLI blocks a plain `sleep 300`; a long-running program it lets through
     "sleepy": [[{"name": "Bash", "arguments": {"command": SLOW, "description": "Wait"}}], "done"],
 }
+
+
+def student_server() -> VLLMServer:
+    """A vLLM-shaped server (GET /models for the start-up probe) whose answers are claude_student's."""
+    return VLLMServer(toy_policy(), intercept=claude_student)
 
 
 def claude_student(request: dict[str, Any]) -> Reply:
@@ -141,7 +154,7 @@ def test_claude_code_fixes_the_toy_instance_and_is_graded(tmp_path: Path, client
     rows = [toy_instance("toy__calc-1", "fix"), toy_instance("toy__calc-2", "nofix")]
     # no binary on the host: the runs must use the `claude` baked into the image
     env = {"REPLAY_CLAUDE_CODE_CACHE": str(tmp_path / "no-cache")}
-    with LLMServer(claude_student) as server:
+    with student_server() as server:
         code, report, stderr = collect(tmp_path, rows, server.url, baked_tag, "--workers", "2", "--evaluate",
                                        env=env)
     assert code == 0, stderr
@@ -198,9 +211,51 @@ def test_claude_code_fixes_the_toy_instance_and_is_graded(tmp_path: Path, client
     assert leftovers(client) == []
 
 
+def claude_policy(request: dict[str, Any]) -> str:
+    """claude_student as the model behind a vLLM-shaped server: the raw text it writes, thinking first."""
+    if not request.get("tools"):
+        return "Toy session"
+    messages = request.get("messages") or []
+    text = json.dumps(messages)
+    if "connectivity check" in text:
+        return assistant_text("", [{"name": "bash", "arguments": {"command": "echo ready"}}])
+    name = next((key for key in CLAUDE_SCRIPTS if f"[script: {key}]" in text), "nofix")
+    turn = sum(message.get("role") == "assistant" for message in messages)
+    step = CLAUDE_SCRIPTS[name][turn] if turn < len(CLAUDE_SCRIPTS[name]) else "done"
+    if isinstance(step, str):
+        return assistant_text(step, reasoning=f"Turn {turn}.")
+    return assistant_text("", step, reasoning=f"Turn {turn}.")
+
+
+@pytest.mark.parametrize("version", ["0.33", "0.10"])
+def test_each_prompt_extends_the_last_through_claude_code(tmp_path: Path, client: Any, cli: Path,
+                                                         plain_tag: str, version: str) -> None:
+    """The student's thinking reaches the CLI and comes back the way the server's template reads it, and
+    its tool calls come back as generated (the CLI adds Edit's `replace_all: false`; the proxy restores)."""
+    with VLLMServer(claude_policy, VLLMConfig(version=version, max_model_len=1_000_000)) as server:
+        code, report, stderr = collect(tmp_path, [toy_instance("toy__calc-1", "fix")], server.url, plain_tag,
+                                       "--claude-binary", str(cli), "--evaluate")
+    assert code == 0, stderr
+    [outcome] = report["outcomes"]
+    assert (outcome["exit_status"], outcome["reward"]) == ("submitted", 1.0)
+    assert outcome["turns_with_token_ids"] == 4
+    main = [r for r in lines(tmp_path / "out/toy__calc-1/proxy.jsonl") if r["role"] == "main"]
+    assert [r["reasoning"] for r in main] == [f"\nTurn {n}.\n" for n in range(4)]
+    for before, after in zip(main, main[1:], strict=False):
+        prefix = before["prompt_token_ids"] + before["completion_token_ids"]
+        assert after["prompt_token_ids"][:len(prefix)] == prefix
+    assert all(r["completion_token_ids"][-1] == EOS for r in main)
+    assert all(len(r["logprobs"]) == len(r["completion_token_ids"]) for r in main)
+    session = lines(session_file(tmp_path / "out/toy__calc-1"))
+    thinking = [block for r in session if r.get("type") == "assistant"
+                for block in r["message"]["content"] if block.get("type") == "thinking"]
+    assert [block["thinking"] for block in thinking] == [f"\nTurn {n}.\n" for n in range(4)]
+    assert leftovers(client) == []
+
+
 def test_a_binary_from_the_host_is_copied_in_and_max_turns_ends_it(tmp_path: Path, client: Any, cli: Path,
                                                                      plain_tag: str) -> None:
-    with LLMServer(claude_student) as server:
+    with student_server() as server:
         code, report, stderr = collect(tmp_path, [toy_instance("toy__calc-1", "fix")], server.url, plain_tag,
                                        "--claude-binary", str(cli), "--max-turns", "2")
     assert code == 0, stderr
@@ -214,7 +269,7 @@ def test_a_binary_from_the_host_is_copied_in_and_max_turns_ends_it(tmp_path: Pat
 
 def test_a_session_past_its_timeout_is_killed_and_kept(tmp_path: Path, client: Any, cli: Path,
                                                        plain_tag: str) -> None:
-    with LLMServer(claude_student) as server:
+    with student_server() as server:
         code, report, stderr = collect(tmp_path, [toy_instance("toy__calc-1", "sleepy")], server.url,
                                        plain_tag, "--claude-binary", str(cli), "--claude-timeout", "10")
     assert code == 0, stderr
@@ -227,7 +282,7 @@ def test_a_session_past_its_timeout_is_killed_and_kept(tmp_path: Path, client: A
 def test_sigint_removes_every_container_and_the_network(tmp_path: Path, client: Any, cli: Path,
                                                         plain_tag: str) -> None:
     rows = [toy_instance("toy__calc-1", "sleepy"), toy_instance("toy__calc-2", "sleepy")]
-    with LLMServer(claude_student) as server:
+    with student_server() as server:
         process = subprocess.Popen(command(tmp_path, rows, server.url, plain_tag, "--claude-binary", str(cli),
                                            "--workers", "2"),
                                    cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -248,21 +303,38 @@ def test_sigint_removes_every_container_and_the_network(tmp_path: Path, client: 
 
 def test_no_cli_anywhere_is_one_line_naming_the_flag(tmp_path: Path, client: Any, plain_tag: str) -> None:
     env = {"REPLAY_CLAUDE_CODE_CACHE": str(tmp_path / "no-cache")}
-    code, report, stderr = collect(tmp_path, [toy_instance("toy__calc-1", "fix")], "http://127.0.0.1:9/v1",
-                                   plain_tag, env=env)
+    with student_server() as server:
+        code, report, stderr = collect(tmp_path, [toy_instance("toy__calc-1", "fix")], server.url, plain_tag,
+                                       env=env)
     assert code == 2 and report is None
     assert len(stderr.strip().splitlines()) == 1, stderr
     assert "no Claude Code CLI" in stderr and "--claude-binary PATH" in stderr
     assert leftovers(client) == []
 
 
-def test_an_unreachable_student_is_a_student_error(tmp_path: Path, client: Any, cli: Path,
-                                                   plain_tag: str) -> None:
+def test_an_unreachable_student_stops_the_run_in_one_line(tmp_path: Path, client: Any, cli: Path,
+                                                          plain_tag: str) -> None:
     code, report, stderr = collect(tmp_path, [toy_instance("toy__calc-1", "fix")], "http://127.0.0.1:9/v1",
                                    plain_tag, "--claude-binary", str(cli), "--evaluate")
+    assert code == 2 and report is None and stderr.count("\n") == 1, stderr
+    assert stderr.startswith("collect.run: error: cannot reach the student at http://127.0.0.1:9/v1")
+    assert leftovers(client) == []
+
+
+def test_a_student_that_dies_mid_run_is_a_student_error(tmp_path: Path, client: Any, cli: Path,
+                                                        plain_tag: str) -> None:
+    def dies(request: dict[str, Any]) -> Reply:
+        if "connectivity check" in json.dumps(request.get("messages")):
+            return claude_student(request)
+        return Reply({"error": {"message": "engine dead", "type": "InternalServerError", "code": 500}},
+                     status=500, headers={"retry-after": "0"})
+
+    with VLLMServer(toy_policy(), intercept=dies) as server:
+        code, report, stderr = collect(tmp_path, [toy_instance("toy__calc-1", "fix")], server.url, plain_tag,
+                                       "--claude-binary", str(cli), "--evaluate")
     assert code == 1, stderr
     outcome = report["outcomes"][0]
     assert (outcome["exit_status"], outcome["reward"], outcome["error_kind"]) == (
         "student_error", None, "student_error")
-    assert "cannot reach the student at http://127.0.0.1:9/v1" in outcome["error"]
+    assert "the student answered HTTP 500: engine dead" in outcome["error"]
     assert leftovers(client) == []

@@ -19,8 +19,9 @@ from collect.agent import run_agent
 from collect.config import CollectConfig, CollectError, load_agent_spec
 from collect.instances import check_instance, image_name, load_instances
 from collect.records import RolloutWriter
+from collect.reply import BadReply, parse_completion
 from collect.runtime import CommandResult, clip
-from collect.student import Student, StudentError, parse_completion
+from collect.student import Student, StudentError
 from collect.tools import execute
 from tests.collect_toy import scripted_student, toy_instance, vllm_body
 from tests.llm_server import LLMServer, Reply, chat_completion
@@ -51,8 +52,9 @@ class FakeWorkspace:
 
 
 def config(tmp_path: Path, url: str, **overrides: Any) -> CollectConfig:
-    return CollectConfig(instances=tmp_path / "instances.jsonl", student_url=url, student_model="student",
-                         out=tmp_path / "out", **overrides)
+    fields = {"instances": tmp_path / "instances.jsonl", "student_url": url, "student_model": "student",
+              "out": tmp_path / "out", **overrides}
+    return CollectConfig(**fields)
 
 
 def roll(tmp_path: Path, responder: Any, script: str = "fix", max_turns: int = 30) -> tuple[Any, ...]:
@@ -101,7 +103,7 @@ def test_parse_completion_keeps_reasoning_and_encodes_object_arguments() -> None
 
 @pytest.mark.parametrize("body", [{}, {"choices": []}, {"choices": [{"message": None}]}, {"error": "x"}])
 def test_parse_completion_rejects_a_response_without_a_message(body: dict) -> None:
-    with pytest.raises(StudentError, match="no choice"):
+    with pytest.raises(BadReply, match="no choice"):
         parse_completion(body)
 
 

@@ -21,8 +21,9 @@ LS = [{"name": "Bash", "arguments": {"command": "ls"}}]
 
 
 def config(url: str, **extra: Any) -> ProxyConfig:
-    return ProxyConfig(backend_url=url, default_backend="student", models={"claude-haiku-4-5": "small"},
-                       main_models=["claude-sonnet-4-6"], max_retries=0, **extra)
+    fields = {"backend_url": url, "default_backend": "student", "models": {"claude-haiku-4-5": "small"},
+              "main_models": ["claude-sonnet-4-6"], "max_retries": 0, **extra}
+    return ProxyConfig(**fields)
 
 
 @pytest.fixture
@@ -212,3 +213,93 @@ def test_a_taken_port_is_a_proxy_error(backend: LLMServer) -> None:
     with AnthropicProxy(config(backend.url)) as first:
         with pytest.raises(ProxyError, match=f"cannot listen on 127.0.0.1:{first.port}"):
             AnthropicProxy(config(backend.url), port=first.port).start()
+
+
+# --- against vLLM-shaped servers (tests/vllm_server.py) ---------------------------------------------------
+
+def thinking_student(request: dict[str, Any]) -> str:
+    """Thinks, then calls Bash; after one tool result, thinks and answers."""
+    from tests.vllm_server import assistant_text
+
+    if not request.get("tools"):
+        return "A title"
+    turn = sum(message.get("role") == "assistant" for message in request["messages"])
+    if turn == 0:
+        return assistant_text("", [{"name": "Bash", "arguments": {"command": "ls"}}], reasoning="List first.")
+    return assistant_text("Done.", reasoning="Seen enough.")
+
+
+@pytest.mark.parametrize("version", ["0.10", "0.33"])
+def test_reasoning_reaches_the_cli_as_thinking_and_goes_back_as_the_server_reads_it(
+        tmp_path: Path, version: str) -> None:
+    from tests.vllm_server import VLLMConfig, VLLMServer
+
+    with VLLMServer(thinking_student, VLLMConfig(version=version)) as server, \
+            AnthropicProxy(config(server.url)) as proxy:
+        url = proxy.route("k1", tmp_path / "proxy.jsonl")
+        first = ask(url).parse()
+        history = [{"role": "user", "content": "list the files"},
+                   {"role": "assistant", "content": [block.model_dump() for block in first.content]},
+                   {"role": "user", "content": [{"type": "tool_result", "tool_use_id": first.content[-1].id,
+                                                 "content": "a.py"}]}]
+        second = ask(url, messages=history).parse()
+        sent = server.requests[1]["messages"][1]
+    assert [block.type for block in first.content] == ["thinking", "text", "tool_use"]
+    assert first.content[0].thinking == "\nList first.\n"
+    assert [block.type for block in second.content] == ["thinking", "text"]
+    if version == "0.33":
+        assert sent["reasoning"] == "\nList first.\n" and "reasoning_content" not in sent
+    else:
+        assert sent["content"].startswith("<think>\nList first.\n</think>") and "reasoning" not in sent
+    one, two = records(tmp_path / "proxy.jsonl")
+    prefix = one["prompt_token_ids"] + one["completion_token_ids"]
+    assert two["prompt_token_ids"][:len(prefix)] == prefix       # the second prompt extends the first
+
+
+def test_the_small_model_can_be_served_by_a_second_server(tmp_path: Path, backend: LLMServer) -> None:
+    def refuses(request: dict[str, Any]) -> Reply:
+        if "return_token_ids" in request:
+            return Reply(error_body("Unrecognized request argument supplied: return_token_ids",
+                                    "invalid_request_error"), status=400)
+        return Reply(chat_completion("A title", model="small"))
+
+    with LLMServer(refuses) as small, \
+            AnthropicProxy(config(backend.url, urls={"claude-haiku-4-5": small.url})) as proxy:
+        url = proxy.route("k1", tmp_path / "proxy.jsonl")
+        ask(url, model="claude-haiku-4-5", tools=anthropic.NOT_GIVEN)
+        ask(url)
+        dropped = {u: b.dropped for u, b in proxy.backends.items()}
+    side, main = records(tmp_path / "proxy.jsonl")
+    assert (side["backend_url"], side["backend_model"]) == (small.url, "small")
+    assert side["completion_token_ids"] is None
+    assert (main["backend_url"], main["completion_token_ids"]) == (backend.url, [1000, 1001, 1002])
+    assert dropped == {small.url: "HTTP 400: Unrecognized request argument supplied: return_token_ids",
+                       backend.url: None}                       # per server: the student keeps its tokens
+    assert len(small.requests) == 2 and len(backend.requests) == 1
+
+
+def test_a_context_overflow_is_anthropics_prompt_too_long(tmp_path: Path) -> None:
+    from tests.vllm_server import VLLMConfig, VLLMServer
+
+    with VLLMServer(thinking_student, VLLMConfig(max_model_len=20)) as server, \
+            AnthropicProxy(config(server.url)) as proxy:
+        with pytest.raises(anthropic.BadRequestError) as caught:
+            ask(proxy.route("k1", tmp_path / "proxy.jsonl"))
+        writer = proxy.unroute("k1")
+    error = caught.value.body["error"]
+    assert error["type"] == "invalid_request_error" and error["message"].startswith("prompt is too long: ")
+    assert "maximum context length is 20 tokens" in error["message"]
+    [record] = records(tmp_path / "proxy.jsonl")
+    assert (record["status"], record["error_kind"]) == (400, "context_overflow")
+    assert writer is not None and writer.last_error_kind == "context_overflow"
+
+
+def test_an_official_api_student_behind_the_proxy(tmp_path: Path) -> None:
+    with LLMServer(lambda request: Reply(chat_completion("Done.", model="gpt-test"))) as server, \
+            AnthropicProxy(config(server.url, provider="openai", default_backend="gpt-test",
+                                  api_key="sk-t")) as proxy:
+        message = ask(proxy.route("k1", tmp_path / "proxy.jsonl")).parse()
+    assert message.content[0].text == "Done."
+    [record] = records(tmp_path / "proxy.jsonl")
+    assert record["completion_token_ids"] is None and record["backend_model"] == "gpt-test"
+    assert "return_token_ids" not in server.requests[0] and server.requests[0]["model"] == "gpt-test"

@@ -136,3 +136,24 @@ def test_invalid_tool_arguments_are_kept_raw(tmp_path: Path) -> None:
 def test_is_rollout_file(name: str, expected: bool) -> None:
     assert is_rollout_file(name) is expected
     assert is_rollout_file(Path(name)) is expected
+
+
+def test_the_fields_of_issue_15_are_read(tmp_path: Path) -> None:
+    """A v1 header with the sampling record, a feedback observation (no call id) and context_overflow."""
+    path = tmp_path / "a.rollout.jsonl"
+    cut = TurnRecord(turn=0, messages=FIRST, response={"role": "assistant", "content": "<tool_call>{"},
+                     finish_reason="length", reasoning="\nhm\n", reasoning_field="reasoning",
+                     observations=[Observation(tool_call_id=None, name="", output="error: cut",
+                                               error="truncated_reply")])
+    with RolloutWriter(path) as writer:
+        writer.write(header().model_copy(update={
+            "sampling": {"temperature": 0.7, "top_p": 0.95}, "logprobs_mode": "raw_logprobs",
+            "reasoning_echo": "field", "max_model_len": 4096}))
+        writer.write(cut)
+        writer.write(FinalRecord(exit_status="context_overflow", turns=1, patch="diff", reward=0.0))
+    stats = IngestStats()
+    (state,) = iter_rollout_states(path, stats)
+    assert (state.metadata["exit_status"], state.metadata["reward"]) == ("context_overflow", 0.0)
+    assert state.metadata["sampling"] == {"temperature": 0.7, "top_p": 0.95}
+    assert state.metadata["logprobs_mode"] == "raw_logprobs" and state.metadata["finish_reason"] == "length"
+    assert state.student_action.thinking == "\nhm\n" and not stats.problems

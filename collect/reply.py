@@ -1,0 +1,175 @@
+"""A student's reply, read from a chat.completion body and written back into the history (pure).
+
+Reading: the first choice's message as the server sent it (`content` stays null beside tool calls),
+vLLM's token extension (`prompt_token_ids`, `choices[0].token_ids`, `logprobs.content[]`) and the
+reasoning, which vLLM <= 0.11 names `reasoning_content` and 0.12+ `reasoning`.
+
+Writing back: the next request must show the student its own reply the way its chat template expects,
+or the prompt no longer extends the previous prompt + completion (and a reasoning model loses its
+thoughts between tool calls). vLLM <= 0.11 drops any reasoning field of a request message before the
+template runs, so the reasoning goes back inline, between the reasoning parser's tags, where Qwen3-style
+templates look for it; 0.12+ hands `reasoning` to the template. `--reasoning-echo auto` picks by the
+field the server answered with.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+EchoStyle = Literal["auto", "field", "inline", "none"]
+REASONING_FIELDS = ("reasoning", "reasoning_content")
+
+
+@dataclass
+class StudentReply:
+    message: dict[str, Any]                    # role, content (None beside tool calls), tool_calls if any
+    reasoning: str | None = None
+    reasoning_field: str | None = None         # the key the server used: reasoning / reasoning_content
+    finish_reason: str | None = None
+    prompt_token_ids: list[int] | None = None
+    completion_token_ids: list[int] | None = None
+    logprobs: list[float] | None = None
+    tokens: list[str] | None = None
+    usage: dict[str, Any] | None = None
+    elapsed_s: float = 0.0
+    body: dict[str, Any] = field(default_factory=dict, repr=False)   # the raw response (the proxy's)
+
+    @property
+    def tool_calls(self) -> list[dict[str, Any]]:
+        return self.message.get("tool_calls") or []
+
+
+class BadReply(ValueError):
+    pass
+
+
+def _int_list(value: Any) -> list[int] | None:
+    ok = isinstance(value, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in value)
+    return value if ok else None
+
+
+def _tool_calls(raw: Any) -> list[dict[str, Any]]:
+    calls = []
+    for index, call in enumerate(raw if isinstance(raw, list) else []):
+        function = (call or {}).get("function") or {}
+        arguments = function.get("arguments")
+        if not isinstance(arguments, str):     # some servers send an object; the wire form is a string
+            arguments = json.dumps(arguments if arguments is not None else {})
+        calls.append({"id": call.get("id") or f"call_{index}", "type": "function",
+                      "function": {"name": function.get("name") or "", "arguments": arguments}})
+    return calls
+
+
+def parse_completion(body: Any) -> StudentReply:
+    """The first choice of a chat.completion body, with vLLM's token ids and logprobs where present.
+
+    >>> reply = parse_completion({"choices": [{"message": {"role": "assistant", "content": "hi",
+    ...     "reasoning": "r"}, "token_ids": [7],
+    ...     "logprobs": {"content": [{"token": "hi", "logprob": -0.5}]}}], "prompt_token_ids": [1, 2]})
+    >>> reply.message, reply.reasoning, reply.reasoning_field, reply.prompt_token_ids, reply.logprobs
+    ({'role': 'assistant', 'content': 'hi'}, 'r', 'reasoning', [1, 2], [-0.5])
+    """
+    choices = body.get("choices") if isinstance(body, dict) else None
+    if not choices or not isinstance(choices[0], dict) or not isinstance(choices[0].get("message"), dict):
+        raise BadReply(f"the response has no choice with a message: {str(body)[:200]}")
+    choice, raw = choices[0], choices[0]["message"]
+    content = raw.get("content")
+    message: dict[str, Any] = {"role": "assistant", "content": content if isinstance(content, str) else None}
+    if calls := _tool_calls(raw.get("tool_calls")):
+        message["tool_calls"] = calls
+    entries = (choice.get("logprobs") or {}).get("content")
+    entries = entries if isinstance(entries, list) and all(isinstance(e, dict) for e in entries) else None
+    logprobs = [e.get("logprob") for e in entries] if entries else None
+    if logprobs is not None and not all(isinstance(lp, int | float) for lp in logprobs):
+        logprobs = None
+    named = [key for key in REASONING_FIELDS if key in raw]
+    reasoning = next((raw[key] for key in named if isinstance(raw[key], str)), None)
+    return StudentReply(
+        message=message, reasoning=reasoning, reasoning_field=named[0] if named else None,
+        finish_reason=choice.get("finish_reason"),
+        prompt_token_ids=_int_list(body.get("prompt_token_ids")),
+        completion_token_ids=_int_list(choice.get("token_ids")),
+        logprobs=logprobs, tokens=[str(e.get("token")) for e in entries] if logprobs and entries else None,
+        usage=body.get("usage") if isinstance(body.get("usage"), dict) else None, body=body)
+
+
+def is_truncated(reply: StudentReply, max_tokens: int | None) -> bool:
+    """The reply was cut at the token limit. vLLM 0.10 reports `tool_calls` even for a cut call its
+    parser could still read, so a reply that used every token it was allowed counts as cut too.
+
+    >>> cut = StudentReply(message={"tool_calls": [{"id": "c"}]}, finish_reason="tool_calls",
+    ...                    usage={"completion_tokens": 64})
+    >>> is_truncated(cut, 64), is_truncated(cut, 100)
+    (True, False)
+    >>> is_truncated(StudentReply({}, finish_reason="length"), None)
+    True
+    """
+    if reply.finish_reason == "length":
+        return True
+    used = (reply.usage or {}).get("completion_tokens")
+    return bool(max_tokens and reply.tool_calls and isinstance(used, int) and used >= max_tokens)
+
+
+def resolve_echo(style: EchoStyle, reasoning_field: str | None) -> EchoStyle:
+    """`auto`: `field` for a server that answers `reasoning` (it reads it back), `inline` for one that
+    answers `reasoning_content` only (vLLM <= 0.11 drops request reasoning), `none` for one without.
+
+    >>> [resolve_echo("auto", name) for name in ("reasoning", "reasoning_content", None)]
+    ['field', 'inline', 'none']
+    """
+    if style != "auto":
+        return style
+    return {"reasoning": "field", "reasoning_content": "inline"}.get(reasoning_field or "", "none")
+
+
+def with_reasoning(message: dict[str, Any], reasoning: str | None, style: EchoStyle,
+                   think_tags: tuple[str, str] = ("<think>", "</think>")) -> dict[str, Any]:
+    """The assistant message as it goes back to the server (a new dict; `style` already resolved).
+
+    >>> m = {"role": "assistant", "content": None, "tool_calls": []}
+    >>> with_reasoning(m, "hm", "field")["reasoning"], with_reasoning(m, "\\nhm\\n", "inline")["content"]
+    ('hm', '<think>\\nhm\\n</think>')
+    >>> with_reasoning(m, "hm", "none") == m
+    True
+    """
+    out = {key: value for key, value in message.items() if key not in REASONING_FIELDS}
+    if not reasoning or style == "none":
+        return out
+    if style == "inline":
+        out["content"] = f"{think_tags[0]}{reasoning}{think_tags[1]}{message.get('content') or ''}"
+        return out
+    out["reasoning"] = reasoning
+    return out
+
+
+def echo_history(messages: list[dict[str, Any]], style: EchoStyle,
+                 think_tags: tuple[str, str] = ("<think>", "</think>")) -> list[dict[str, Any]]:
+    """Every assistant message's reasoning (either field, e.g. from litellm's Anthropic adapter) written
+    back in `style`: what the recording proxy does to the history Claude Code sends.
+
+    >>> echo_history([{"role": "assistant", "content": "x", "reasoning_content": "r"}], "field")
+    [{'role': 'assistant', 'content': 'x', 'reasoning': 'r'}]
+    """
+    out = []
+    for message in messages:
+        reasoning = next((message[key] for key in REASONING_FIELDS if isinstance(message.get(key), str)),
+                         None)
+        if message.get("role") != "assistant" or reasoning is None:
+            out.append(message)
+        else:
+            out.append(with_reasoning(message, reasoning, style, think_tags))
+    return out
+
+
+def find_markup(content: str | None, markers: list[str]) -> str | None:
+    """The first tool-call marker in a reply's text: a call the server's parser did not turn into
+    `tool_calls` (bad JSON or XML, or a server without a tool-call parser).
+
+    >>> find_markup('<tool_call>\\n{"name": "bash", "arguments": {"command": "ls"}\\n', ["<tool_call>"])
+    '<tool_call>'
+    >>> find_markup("All done.", ["<tool_call>"]) is None
+    True
+    """
+    return next((marker for marker in markers if content and marker in content), None)

@@ -1,0 +1,166 @@
+"""The served model's formats for tests/vllm_server.py: a tokenizer, a chat template, vLLM's parsers.
+
+- The tokenizer keeps the special tokens whole, makes each whitespace character a token and cuts other
+  text into runs of up to four characters (about as many tokens as a real BPE, and stable under
+  concatenation at message boundaries).
+- The template is ChatML in the spirit of Qwen3's: tools in the system turn, tool results as user
+  `<tool_response>` blocks, an assistant turn rendered exactly as the model writes it (reasoning in
+  `<think>` tags, then content, then the calls in the served format). Like Qwen3's, it takes the
+  reasoning it is given, or finds it inline in the content; vLLM 0.10 gives it none (chat_utils.py
+  drops request reasoning), 0.33 gives `reasoning` (chat_message.py).
+- The parsers follow vLLM's: reasoning/qwen3_reasoning_parser.py, tool_parsers/hermes_tool_parser.py
+  (JSON in `<tool_call>`), qwen3coder_tool_parser.py / parser/qwen3.py (XML, lenient with a cut call).
+  A call they cannot read leaves the whole text as content, with no calls.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Callable
+from typing import Any, Literal
+
+SPECIAL = {"<|im_start|>": 1, "<|im_end|>": 2, "<think>": 3, "</think>": 4, "<tool_call>": 5,
+           "</tool_call>": 6}
+EOS = SPECIAL["<|im_end|>"]
+SKIPPED = {EOS, SPECIAL["<|im_start|>"]}       # special tokens detokenized away (skip_special_tokens)
+_SPLIT = re.compile("(" + "|".join(re.escape(token) for token in SPECIAL) + ")")
+_PIECES = re.compile(r"\s|\S{1,4}")
+_VOCAB: dict[str, int] = dict(SPECIAL)         # grows as text is seen; ids are stable within a process
+_BY_ID = {value: key for key, value in SPECIAL.items()}
+_VOCAB_LOCK = threading.Lock()
+
+
+def _piece_id(piece: str) -> int:
+    with _VOCAB_LOCK:
+        if piece not in _VOCAB:
+            _VOCAB[piece] = len(_VOCAB) + 100
+            _BY_ID[_VOCAB[piece]] = piece
+        return _VOCAB[piece]
+
+
+Version = Literal["0.10", "0.33"]
+ToolFormat = Literal["hermes", "qwen3_coder"]
+Policy = Callable[[dict[str, Any]], str]
+
+
+def encode(text: str) -> list[int]:
+    ids: list[int] = []
+    for part in _SPLIT.split(text):
+        ids.extend([SPECIAL[part]] if part in SPECIAL else (_piece_id(p) for p in _PIECES.findall(part)))
+    return ids
+
+
+def token_text(token_id: int) -> str:
+    return _BY_ID[token_id]
+
+
+def decode(ids: list[int]) -> str:
+    return "".join(token_text(i) for i in ids if i not in SKIPPED)
+
+
+# --- the served formats: what the model writes, and what the chat template renders --------------------
+
+def call_markup(name: str, arguments: dict[str, Any], fmt: ToolFormat) -> str:
+    if fmt == "hermes":
+        return "<tool_call>\n" + json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False) + \
+            "\n</tool_call>"
+    params = "".join(f"<parameter={key}>\n{value if isinstance(value, str) else json.dumps(value)}\n"
+                     "</parameter>\n" for key, value in arguments.items())
+    return f"<tool_call>\n<function={name}>\n{params}</function>\n</tool_call>"
+
+
+def assistant_text(content: str = "", calls: list[dict[str, Any]] | None = None,
+                   reasoning: str | None = None, fmt: ToolFormat = "hermes") -> str:
+    """An assistant turn as the model writes it and as the template renders it back."""
+    text = f"<think>\n{reasoning.strip(chr(10))}\n</think>\n\n" if reasoning else ""
+    text += content.strip("\n")
+    for index, call in enumerate(calls or []):
+        arguments = call["arguments"]
+        arguments = json.loads(arguments) if isinstance(arguments, str) else arguments
+        text += ("\n" if index or content.strip("\n") else "") + call_markup(call["name"], arguments, fmt)
+    return text
+
+
+def _template_reasoning(message: dict[str, Any], version: Version) -> tuple[str | None, str]:
+    """Qwen3's template: the `reasoning_content` it is given, else reasoning inlined in the content."""
+    content = message.get("content") or ""
+    reasoning = None
+    if version == "0.33":      # chat_message.py: reasoning (reasoning_content renamed) reaches the template
+        reasoning = message.get("reasoning") or message.get("reasoning_content")
+    if isinstance(reasoning, str):
+        return reasoning.strip("\n"), content
+    if "</think>" in content:
+        head, _, content = content.partition("</think>")
+        return head.split("<think>")[-1].strip("\n"), content.lstrip("\n")
+    return None, content
+
+
+def render(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, version: Version,
+           fmt: ToolFormat) -> str:
+    """The prompt: a ChatML template in the spirit of Qwen3's, with the generation prompt."""
+    text, start = "", 0
+    if messages and messages[0].get("role") == "system" or tools:
+        system = messages[0]["content"] if messages and messages[0].get("role") == "system" else ""
+        start = 1 if system else 0
+        if tools:
+            system += "\n\n# Tools\n" + "\n".join(json.dumps(tool, ensure_ascii=False) for tool in tools)
+        text += f"<|im_start|>system\n{system}<|im_end|>\n"
+    for index, message in enumerate(messages[start:], start):
+        role = message.get("role")
+        if role == "assistant":
+            reasoning, content = _template_reasoning(message, version)
+            calls = [call["function"] for call in message.get("tool_calls") or []]
+            body = assistant_text(content, calls, reasoning, fmt)
+            text += f"<|im_start|>assistant\n{body}<|im_end|>\n"
+        elif role == "tool":
+            first = index == 0 or messages[index - 1].get("role") != "tool"
+            last = index + 1 == len(messages) or messages[index + 1].get("role") != "tool"
+            response = f"\n<tool_response>\n{message.get('content')}\n</tool_response>"
+            text += ("<|im_start|>user" if first else "") + response + ("<|im_end|>\n" if last else "")
+        else:
+            text += f"<|im_start|>{role}\n{message.get('content')}<|im_end|>\n"
+    return text + "<|im_start|>assistant\n"
+
+
+# --- the parsers ----------------------------------------------------------------------------------------
+
+def split_reasoning(text: str) -> tuple[str | None, str | None]:
+    """reasoning/qwen3_reasoning_parser.py: `<think>abc</think>xyz` → ("abc", "xyz")."""
+    if "<think>" not in text or "</think>" not in text:
+        return None, text
+    reasoning, _, content = text.partition("<think>")[2].partition("</think>")
+    return reasoning, content or None
+
+
+def _parse_hermes(text: str) -> list[dict[str, str]]:
+    found = re.findall(r"<tool_call>(.*?)</tool_call>|<tool_call>(.*)", text, re.DOTALL)
+    calls = [json.loads(a or b) for a, b in found]          # raises on bad JSON, as vLLM's does
+    return [{"name": c["name"], "arguments": json.dumps(c["arguments"], ensure_ascii=False)} for c in calls]
+
+
+def _parse_xml(text: str) -> list[dict[str, str]]:
+    calls = []
+    for body in re.findall(r"<tool_call>(.*?)(?:</tool_call>|$)", text, re.DOTALL):
+        header = re.search(r"<function=([^>\n]+)>", body)
+        if header is None:
+            raise ValueError("no <function=...> header")
+        params = {name: value.removeprefix("\n").removesuffix("\n") for name, value in re.findall(
+            r"<parameter=([^>]*)>(.*?)(?:</parameter>|(?=<parameter=)|(?=</function>)|$)", body, re.DOTALL)}
+        calls.append({"name": header.group(1), "arguments": json.dumps(params, ensure_ascii=False)})
+    return calls
+
+
+def extract_tool_calls(text: str, fmt: ToolFormat) -> tuple[list[dict[str, str]], str | None]:
+    """(calls, content); a call the parser cannot read leaves the whole text as content, no calls."""
+    if "<tool_call>" not in text:
+        return [], text
+    try:
+        calls = _parse_hermes(text) if fmt == "hermes" else _parse_xml(text)
+    except (ValueError, KeyError, TypeError):
+        return [], text
+    if not calls:
+        return [], text
+    content = text[:text.find("<tool_call>")]
+    return calls, content or None
