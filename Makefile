@@ -3,10 +3,12 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-FIXTURES ?= ../shared/fixtures/claude_code/projects
+# Your own Claude Code sessions when you have some, else the small ones committed in examples/.
+SOURCE ?= $(if $(wildcard $(HOME)/.claude/projects),$(HOME)/.claude/projects,examples/sessions)
 OUT ?= replay-out
+export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: run test
+.PHONY: run test sessions
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -14,10 +16,18 @@ $(BIN)/python:
 
 run: $(BIN)/python
 	$(BIN)/pip install -q -e .
-	LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/python -m replay.run --source $(FIXTURES) --out $(OUT) --teachers gpt-5,deepseek --dry-run
+	@echo "replay.run --source $(SOURCE) (a dry run: states and a cost estimate, no calls)"
+	$(BIN)/python -m replay.run --source $(SOURCE) --out $(OUT) --teachers gpt-5,deepseek --dry-run
 
 test: $(BIN)/python
 	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -e ".[dev]"
 	$(BIN)/ruff check .
-	LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/python -m pytest
+	$(BIN)/python -m pytest -rs   # -rs: each skipped test says why (e.g. no ../shared)
+
+# Regenerate examples/sessions/ with the real Claude Code CLI (fetched once from npm) and a scripted
+# Anthropic server on 127.0.0.1.
+sessions: $(BIN)/python
+	$(BIN)/pip install -q -e .
+	$(BIN)/python -m collect.claude_code_cli fetch
+	$(BIN)/python examples/make_sessions.py

@@ -3,11 +3,17 @@
 Each state gets K teacher proposals: most are the state's "right" action written one of several
 equivalent ways (extra spaces, Bash descriptions, absolute vs relative paths, cased text), some a
 different action, some failures. Prints states per second for canonicalisation, vote and similarity.
+With `--spelled` the right action is also written with other tools and commands of the same intent
+(`cat f` / `head -n 80 f` / Read f, `grep -rn x` / `rg x` / Grep x, ...), as real teachers write it,
+so that the intent tier has work to do. The script runs against older trees too (no tiers there):
+run it from two checkouts side by side to compare.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
+import inspect
 import random
 import sys
 import time
@@ -46,6 +52,28 @@ def _path(rng: random.Random, path: str) -> str:
     return rng.choice([path, f"./{path}", f"{CWD}/{path}"])
 
 
+SPELLINGS = {  # per command of COMMANDS: other ways to do the same thing
+    "ls -la": ["ls -F", "ls", "tree -L 2", "find . -maxdepth 1"],
+    "pytest -q tests/test_core.py": ["python -m pytest tests/test_core.py",
+                                     "pytest tests/test_core.py -x 2>&1 | tail"],
+    "git status": ["git status --short", "git status -s"],
+    "grep -rn 'def parse' src": ["rg 'def parse'", "git grep -n parse", "grep -rn parse . | head -20"],
+    "cat setup.cfg": ["head -n 80 setup.cfg", "sed -n 1,200p setup.cfg", "nl -ba setup.cfg"],
+    "git diff --stat": ["git diff", "git --no-pager diff"],
+}
+
+
+def _spelled(rng: random.Random, kind: str, seed: int) -> Action:
+    """The action `(kind, seed)` in another spelling of the same intent, when it has one."""
+    if kind == "bash":
+        command = COMMANDS[seed % len(COMMANDS)]
+        if command in SPELLINGS:
+            return _bash(rng, rng.choice([command, *SPELLINGS[command]]))
+    if kind == "read" and rng.random() < 0.5:
+        return _bash(rng, rng.choice(["cat ", "head -n 120 ", "sed -n 1,200p "]) + FILES[seed % len(FILES)])
+    return _variant(rng, kind, seed)
+
+
 def _variant(rng: random.Random, kind: str, seed: int) -> Action:
     """One way of writing the action `(kind, seed)`; every variant is equivalent."""
     if kind == "bash":
@@ -60,8 +88,9 @@ def _variant(rng: random.Random, kind: str, seed: int) -> Action:
     return Action(content=rng.choice([text, text.upper(), f"  {text}\n"]))
 
 
-def make_states(n: int, teachers: int, seed: int = 0) -> list[list[Proposal]]:
+def make_states(n: int, teachers: int, seed: int = 0, spelled: bool = False) -> list[list[Proposal]]:
     rng = random.Random(seed)
+    write = _spelled if spelled else _variant
     kinds = ["bash", "bash", "read", "edit", "text"]
     states = []
     for s in range(n):
@@ -72,7 +101,7 @@ def make_states(n: int, teachers: int, seed: int = 0) -> list[list[Proposal]]:
             if roll < 0.08:
                 action = None
             elif roll < 0.65:
-                action = _variant(rng, *right)
+                action = write(rng, *right)
             else:
                 action = _variant(rng, rng.choice(kinds), rng.randrange(100))
             proposals.append(Proposal(state_id=f"bench:{s}", teacher=f"teacher-{t}", model=f"m{t}",
@@ -81,12 +110,17 @@ def make_states(n: int, teachers: int, seed: int = 0) -> list[list[Proposal]]:
     return states
 
 
-def _time(label: str, states: list[list[Proposal]], fn: Callable[[list[Proposal]], object]) -> list[object]:
-    start = time.perf_counter()
+def _time(label: str, states: list[list[Proposal]], fn: Callable[[list[Proposal]], object]) -> list[tuple]:
+    # CPU time of this process: on a shared machine, wall time mostly measures the neighbours. Results
+    # are cut to (outcome, tier) at once, so one method's objects do not slow the next one's GC.
+    gc.collect()
+    start, wall = time.process_time(), time.perf_counter()
     results = [fn(proposals) for proposals in states]
-    seconds = time.perf_counter() - start
-    print(f"{label:<28} {len(states) / seconds:>10,.0f} states/s   ({seconds:.2f} s)")
-    return results
+    seconds, elapsed = time.process_time() - start, time.perf_counter() - wall
+    print(f"{label:<28} {len(states) / seconds:>10,.0f} states/s   ({seconds:.2f} s CPU, "
+          f"{elapsed:.2f} s wall)")
+    return [("reached" if r.reached else r.reason, getattr(r, "match", None))  # type: ignore[attr-defined]
+            for r in results if hasattr(r, "reached")]
 
 
 def main() -> None:
@@ -94,15 +128,21 @@ def main() -> None:
     parser.add_argument("--states", type=int, default=10_000)
     parser.add_argument("--teachers", type=int, default=4)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--spelled", action="store_true",
+                        help="also write the right action in other spellings of its intent")
     args = parser.parse_args()
-    states = make_states(args.states, args.teachers, args.seed)
-    print(f"{args.states:,} states x {args.teachers} teachers")
+    states = make_states(args.states, args.teachers, args.seed, args.spelled)
+    print(f"{args.states:,} states x {args.teachers} teachers{' (spelled)' if args.spelled else ''}")
     _time("canonical forms", states, lambda ps: [canonical(p.action, CWD) for p in ps if p.action])
-    votes = _time("vote", states, lambda ps: vote(ps, CWD))
-    sims = _time("similarity (threshold 0.9)", states, lambda ps: similarity(ps, CWD))
-    for name, results in (("vote", votes), ("similarity", sims)):
-        reasons = Counter("reached" if r.reached else r.reason for r in results)  # type: ignore[attr-defined]
-        print(f"{name:<11} {dict(reasons)}")
+    runs = [("vote", _time("vote", states, lambda ps: vote(ps, CWD)))]
+    if "match" in inspect.signature(vote).parameters:  # a tree with tiers: today's exact vote too
+        exact = _time("vote --match exact", states, lambda ps: vote(ps, CWD, match="exact"))
+        runs.append(("vote exact", exact))
+    runs.append(("similarity", _time("similarity (threshold 0.9)", states, lambda ps: similarity(ps, CWD))))
+    for name, results in runs:
+        reasons = Counter(outcome for outcome, _ in results)
+        tiers = Counter(tier for outcome, tier in results if outcome == "reached")
+        print(f"{name:<11} {dict(reasons)} {dict(tiers) if None not in tiers else ''}")
 
 
 if __name__ == "__main__":

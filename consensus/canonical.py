@@ -27,15 +27,23 @@ class ToolRule(StrictModel):
     paths: list[str] = Field(default_factory=list)
     commands: list[str] = Field(default_factory=list)
     defaults: dict[str, Any] = Field(default_factory=dict)
+    file_texts: list[str] = Field(default_factory=list)
+    item_ignore: dict[str, list[str]] = Field(default_factory=dict)
 
 
 class ShellRule(StrictModel):
     strip_cd_cwd: bool = True
     relative_paths: bool = True
+    strip_trailing_semicolon: bool = True
+
+
+class ActionRule(StrictModel):
+    calls_as_multiset: bool = True
 
 
 class CanonicalRules(StrictModel):
     shell: ShellRule = Field(default_factory=ShellRule)
+    action: ActionRule = Field(default_factory=ActionRule)
     default: ToolRule = Field(default_factory=ToolRule)
     tools: dict[str, ToolRule] = Field(default_factory=dict)
 
@@ -74,9 +82,10 @@ def normalize_path(path: str, cwd: str | None = None) -> str:
         return posixpath.normpath(path)
     root = posixpath.normpath(cwd)
     full = posixpath.normpath(posixpath.join(root, path))
-    if full == root or full.startswith(root.rstrip("/") + "/"):
-        return posixpath.relpath(full, root)
-    return full
+    if full == root:
+        return "."
+    prefix = root.rstrip("/") + "/"
+    return full[len(prefix):] if full.startswith(prefix) else full  # relpath, without its cost
 
 
 def fold_shell(command: str) -> str:
@@ -126,23 +135,57 @@ def fold_shell(command: str) -> str:
 
 
 _CD_PREFIX = re.compile(r"""^cd (?:"([^"]*)"|'([^']*)'|([^\s;&|]+)) ?(?:&&|;) ?""")
+_TRAILING_SEMICOLONS = re.compile(r"(?<![\\;]);+\s*$")  # not `\;` (find -exec) nor `;;` (case)
+
+
+def strip_cd_cwd(command: str, cwd: str | None) -> str:
+    """`command` without a leading `cd <cwd> &&` (or `;`): the shell already runs in cwd. Nothing
+    else is touched, so it serves to clean a proposal that is shown, not only to compare one.
+
+    >>> strip_cd_cwd("cd /repo && pytest  -q", "/repo"), strip_cd_cwd("cd src && ls", "/repo")
+    ('pytest  -q', 'cd src && ls')
+    """
+    root = posixpath.normpath(cwd) if cwd else ""
+    match = _CD_PREFIX.match(command.lstrip())
+    if not root or not match:
+        return command
+    target = next(g for g in match.groups() if g is not None)
+    # A relative cwd (some sessions record one) can only be recognised as written.
+    same = normalize_path(target, root) == "." if root.startswith("/") else posixpath.normpath(target) == root
+    return command.lstrip()[match.end():] if same else command
+
+
+_HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\1")
+
+
+def _after_heredocs(command: str) -> bool:
+    """Whether the command's last line is shell, not the inside of a heredoc (file content, where a
+    `;` is text): true without heredocs, or when the last one is closed before the last line."""
+    if "<<" not in command:
+        return True
+    lines = command.split("\n")
+    opened = [m.group(2) for line in lines for m in _HEREDOC.finditer(line)]
+    closed = [i for i, line in enumerate(lines) if line.strip() in opened]
+    return bool(closed) and closed[-1] < len(lines) - 1
 
 
 def normalize_command(command: str, cwd: str | None = None, rule: ShellRule | None = None) -> str:
-    """A shell command folded, with `cd <cwd> &&` dropped and `<cwd>/` prefixes cut.
+    """A shell command folded, with `cd <cwd> &&` dropped, `<cwd>/` prefixes cut and a trailing `;` gone.
 
-    >>> normalize_command("cd /repo &&  cat  /repo/a.py", "/repo")
+    >>> normalize_command("cd /repo &&  cat  /repo/a.py;", "/repo")
     'cat a.py'
+    >>> print(normalize_command(r"find . -name '*.pyc' -exec rm {} \\;"))
+    find . -name '*.pyc' -exec rm {} \\;
     """
     rule = rule or load_rules().shell
     command = fold_shell(command)
+    if rule.strip_trailing_semicolon and _after_heredocs(command):
+        command = _TRAILING_SEMICOLONS.sub("", command)
+    if rule.strip_cd_cwd:
+        command = strip_cd_cwd(command, cwd)
     root = posixpath.normpath(cwd) if cwd else ""
     if not root.startswith("/"):  # without an absolute cwd there is nothing to make relative
         return command
-    if rule.strip_cd_cwd:
-        match = _CD_PREFIX.match(command)
-        if match and normalize_path(next(g for g in match.groups() if g is not None), root) == ".":
-            command = command[match.end():]
     if rule.relative_paths and root != "/":
         # Only whole path tokens: `/repo/a.py` but not `/repository` nor `/x/repo/a.py`.
         lead = r"(?:^|(?<=[\s'\"=(]))"
@@ -159,6 +202,12 @@ def _canonical_value(key: str, value: Any, rule: ToolRule, cwd: str | None) -> A
             return [normalize_path(v, cwd) if isinstance(v, str) else v for v in value]
     if key in rule.commands and isinstance(value, str):
         return normalize_command(value, cwd)
+    if key in rule.file_texts and isinstance(value, str):
+        return value.rstrip("\r\n")
+    if key in rule.item_ignore and isinstance(value, list):
+        drop = rule.item_ignore[key]
+        return [{k: v for k, v in item.items() if k not in drop} if isinstance(item, dict) else item
+                for item in value]
     return value
 
 
@@ -180,8 +229,15 @@ def canonical_call(call: ToolCall, cwd: str | None = None) -> dict[str, Any]:
     return {"name": call.name, "arguments": arguments}
 
 
+_ENCODER = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def _dumps(value: Any) -> str:
+    return _ENCODER.encode(value)  # one encoder: json.dumps with options builds one per call
+
+
 def canonical(action: Action, cwd: str | None = None) -> Canonical:
-    """Canonical JSON of an action: the ordered calls when it has any, else its folded text.
+    """Canonical JSON of an action: its calls when it has any (a multiset: sorted), else its folded text.
 
     Text beside tool calls is narration ("Let me look at the tests") that teachers word
     differently; the calls are what the action does, so only they count.
@@ -192,11 +248,43 @@ def canonical(action: Action, cwd: str | None = None) -> Canonical:
     >>> canonical(Action(content="All  tests pass."))
     '{"text":"all tests pass."}'
     """
-    if action.tool_calls:
-        form: dict[str, Any] = {"calls": [canonical_call(call, cwd) for call in action.tool_calls]}
-    else:
-        form = {"text": normalize_text(action.content)}
-    return json.dumps(form, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+    return canonical_parts(action, cwd)[0]
+
+
+def canonical_parts(action: Action, cwd: str | None = None) -> tuple[Canonical, dict[str, Any]]:
+    """The canonical form and the object it encodes (`{"calls": [...]}` or `{"text": ...}`), for
+    callers that read the form again (intent keys) without parsing it back.
+
+    >>> canonical_parts(Action(content="Done."))
+    ('{"text":"done."}', {'text': 'done.'})
+    """
+    if not action.tool_calls:
+        value: dict[str, Any] = {"text": normalize_text(action.content)}
+        return _dumps(value), value
+    calls = [canonical_call(call, cwd) for call in action.tool_calls]
+    if len(calls) > 1 and load_rules().action.calls_as_multiset:
+        calls.sort(key=_dumps)
+    value = {"calls": calls}
+    return _dumps(value), value
+
+
+def clean_action(action: Action, cwd: str | None = None) -> Action:
+    """The action as it will be shown (`chosen`): a `cd <cwd> &&` prefix, which the canonical form
+    ignores, cut from its shell commands; everything else exactly as the teacher wrote it.
+
+    >>> a = Action(tool_calls=[ToolCall(id="1", name="Bash", arguments={"command": "cd /repo && ls"})])
+    >>> clean_action(a, "/repo").tool_calls[0].arguments
+    {'command': 'ls'}
+    """
+    calls = []
+    for call in action.tool_calls:
+        args = call.arguments
+        keys = [k for k in load_rules().for_tool(call.name).commands if isinstance(args.get(k), str)]
+        changed = {k: v for k in keys if (v := strip_cd_cwd(args[k], cwd)) != args[k]}
+        calls.append(call.model_copy(update={"arguments": {**args, **changed}}) if changed else call)
+    if all(new is old for new, old in zip(calls, action.tool_calls, strict=True)):
+        return action
+    return action.model_copy(update={"tool_calls": calls})
 
 
 def equivalent(a: Action, b: Action, cwd: str | None = None) -> bool:
@@ -209,16 +297,3 @@ def equivalent(a: Action, b: Action, cwd: str | None = None) -> bool:
     False
     """
     return canonical(a, cwd) == canonical(b, cwd)
-
-
-def shape(form: Canonical) -> tuple[str, ...]:
-    """The tool names of a canonical form, in order (`("text",)` for text): what must match before
-    two forms may count as similar.
-
-    >>> shape('{"calls":[{"arguments":{},"name":"Read"}]}'), shape('{"text":"hi"}')
-    (('Read',), ('text',))
-    """
-    parsed = json.loads(form)
-    if "calls" in parsed:
-        return tuple(call["name"] for call in parsed["calls"])
-    return ("text",)

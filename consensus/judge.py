@@ -145,4 +145,4 @@ def judge_result(proposals: Sequence[Proposal], index: int | None, cwd: str | No
     form, weight, _ = ranked[won]
     return ConsensusResult(method="judge", reached=True, action=proposals[index].action, canonical=form,
                            agreement=float(share(weight, len(b.voters))), teachers=b.voters,
-                           winner_teachers=groups[0].teachers, groups=groups)
+                           winner_teachers=groups[0].teachers, groups=groups, match="exact")

@@ -11,9 +11,11 @@ from collections.abc import Callable, Sequence
 from typing import Literal
 
 from consensus.canonical import canonical
+from consensus.intent import intent_of
+from consensus.intent_rules import IntentContext
 from consensus.result import ConsensusResult
 from consensus.similarity import similarity
-from consensus.vote import vote
+from consensus.vote import check_match, vote
 from ingestion.schema import Action, Proposal, ReplayError
 
 Method = Callable[..., ConsensusResult]
@@ -49,24 +51,56 @@ def get_method(name: str) -> Method:
 
 
 def run_method(name: str, proposals: Sequence[Proposal], cwd: str | None = None,
-               min_agreement: float = 0.5) -> ConsensusResult:
-    """Apply a pure method by name.
+               min_agreement: float = 0.5, match: str = "intent",
+               context: IntentContext | None = None) -> ConsensusResult:
+    """Apply a pure method by name; `match` and `context` are the tiers of `vote` (see consensus.vote).
 
     >>> run_method("vote", []).reason
     'no_votes'
     """
-    return get_method(name)(proposals, cwd=cwd, min_agreement=min_agreement)
+    method = get_method(name)
+    if method is vote:
+        return vote(proposals, cwd=cwd, min_agreement=min_agreement, match=match, context=context)
+    return method(proposals, cwd=cwd, min_agreement=min_agreement)
 
 
-def compare(student_action: Action, result: ConsensusResult, cwd: str | None = None) -> Verdict:
+def student_match(student_action: Action, result: ConsensusResult, cwd: str | None = None,
+                  match: str = "intent", context: IntentContext | None = None) -> str | None:
+    """The tier at which the student did what the consensus says (`exact`, `intent`), None if it did not.
+
+    The same tiers as the vote: with match="intent" a student action of the consensus's intent
+    agrees, whatever tier decided, so a pair always differs in intent (DPO would otherwise learn
+    command spelling).
+
+    >>> from ingestion.schema import ToolCall
+    >>> read = Action(tool_calls=[ToolCall(id="1", name="Read", arguments={"file_path": "a.py"})])
+    >>> r = ConsensusResult(method="vote", reached=True, action=read, match="exact")
+    >>> cat = Action(tool_calls=[ToolCall(id="2", name="Bash", arguments={"command": "cat a.py"})])
+    >>> student_match(read, r), student_match(cat, r), student_match(cat, r, match="exact")
+    ('exact', 'intent', None)
+    """
+    if result.action is None:
+        return None
+    check_match(match)
+    form = canonical(student_action, cwd)
+    chosen = result.canonical if result.canonical is not None else canonical(result.action, cwd)
+    if form == chosen:
+        return "exact"
+    if match != "intent":
+        return None
+    context = context or IntentContext(cwd)
+    wanted = result.intent if result.intent is not None else intent_of(chosen, context)
+    return "intent" if intent_of(form, context) == wanted else None
+
+
+def compare(student_action: Action, result: ConsensusResult, cwd: str | None = None,
+            match: str = "intent", context: IntentContext | None = None) -> Verdict:
     """`agree` when the student did what the teachers agreed on, `pair` when not, `abstain` without consensus.
 
     >>> r = ConsensusResult(method="vote", reached=True, action=Action(content="Done."))
-    >>> compare(Action(content="done. "), r), compare(Action(content="Not yet."), r)
+    >>> compare(Action(content="done. "), r), compare(Action(content="Not yet."), r, match="exact")
     ('agree', 'pair')
     """
     if not result.reached or result.action is None:
         return "abstain"
-    if canonical(student_action, cwd) == canonical(result.action, cwd):
-        return "agree"
-    return "pair"
+    return "agree" if student_match(student_action, result, cwd, match, context) else "pair"

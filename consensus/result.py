@@ -14,20 +14,29 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import lru_cache
+from typing import Any
 
 from pydantic import BaseModel, Field, computed_field
 
-from consensus.canonical import Canonical, canonical
+from consensus.canonical import Canonical, canonical_parts
+from consensus.intent import IntentKey, intent_of
+from consensus.intent_rules import IntentContext
 from ingestion.schema import Action, Proposal
 
 
 class VoteGroup(BaseModel):
-    """Proposals with one canonical form (or, for `similarity`, one cluster)."""
+    """Proposals with one canonical form (`match` exact), one intent key (`match` intent: `canonical`
+    is then its representative's form), or for `similarity` one cluster (`scores`: each member's
+    similarity to the medoid, in `members` order)."""
 
     canonical: Canonical
     weight: float                      # teacher-weighted votes, see the module docstring
     teachers: list[str]                # sorted, unique
     members: list[int]                 # indices into the proposals list, ascending
+    match: str = "exact"               # exact | intent | similar
+    intent: IntentKey | None = None
+    scores: list[float] = Field(default_factory=list)
 
 
 class ConsensusResult(BaseModel):
@@ -42,6 +51,8 @@ class ConsensusResult(BaseModel):
     winner_teachers: list[str] = Field(default_factory=list)  # teachers in the winning group, sorted
     groups: list[VoteGroup] = Field(default_factory=list)
     reason: str | None = None          # why it abstained: no_votes, no_majority, tie, judge_no_choice
+    match: str | None = None           # the tier that decided: exact | intent (similarity: similar)
+    intent: IntentKey | None = None    # the winning intent key, when the intent tier decided
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -59,6 +70,33 @@ class Ballot:
     weights: list[Fraction] = field(default_factory=list)
     teachers: list[str] = field(default_factory=list)        # per vote
     voters: list[str] = field(default_factory=list)          # sorted unique
+    parsed: list[dict[str, Any]] = field(default_factory=list)  # per vote, what `forms` encode
+    intents: list[IntentKey] | None = None                   # per vote, once the intent tier needs them
+
+    positions: dict[int, int] | None = None                 # proposal index → vote, once needed
+
+    def position(self, index: int) -> int:
+        """Where the vote of proposal `index` is in this ballot's lists."""
+        if self.positions is None:
+            self.positions = {i: k for k, i in enumerate(self.indices)}
+        return self.positions[index]
+
+    @property
+    def unit(self) -> bool:
+        """Every vote weighs 1 (one valid sample per teacher)."""
+        return len(self.indices) == len(self.voters)
+
+    def intent_keys(self, context: IntentContext) -> list[IntentKey]:
+        """Each vote's intent key, computed once per distinct canonical form and kept."""
+        if self.intents is None:
+            memo: dict[Canonical, IntentKey] = {}
+            parsed = self.parsed if len(self.parsed) == len(self.forms) else [None] * len(self.forms)
+            self.intents = [memo[f] if f in memo else memo.setdefault(f, intent_of(f, context, p))
+                            for f, p in zip(self.forms, parsed, strict=True)]
+        return self.intents
+
+
+_ONE = Fraction(1)
 
 
 def ballot(proposals: Sequence[Proposal], cwd: str | None = None) -> Ballot:
@@ -79,8 +117,11 @@ def ballot(proposals: Sequence[Proposal], cwd: str | None = None) -> Ballot:
     for i in valid:
         proposal = proposals[i]
         result.indices.append(i)
-        result.forms.append(canonical(proposal.action, cwd))  # type: ignore[arg-type]
-        result.weights.append(Fraction(1, samples[proposal.teacher]))
+        form, parsed = canonical_parts(proposal.action, cwd)  # type: ignore[arg-type]
+        result.forms.append(form)
+        result.parsed.append(parsed)
+        count = samples[proposal.teacher]
+        result.weights.append(_ONE if count == 1 else Fraction(1, count))
         result.teachers.append(proposal.teacher)
     return result
 
@@ -95,6 +136,26 @@ def representative(proposals: Sequence[Proposal], members: Sequence[int]) -> int
     return min(members, key=lambda i: (proposals[i].teacher, proposals[i].sample, i))
 
 
+def key_groups(b: Ballot, keys: Sequence[str]) -> list[tuple[str, Fraction, list[int]]]:
+    """(key, weight, proposal indices) per key (one key per vote), ranked by (-weight, key).
+
+    >>> b = Ballot(indices=[0, 1, 2], forms=["y", "x", "y"], weights=[Fraction(1)] * 3)
+    >>> [(k, int(w), m) for k, w, m in key_groups(b, ["k", "k", "j"])]
+    [('k', 2, [0, 1]), ('j', 1, [2])]
+    """
+    members: dict[str, list[int]] = defaultdict(list)
+    if b.unit:  # one sample per teacher: every weight is 1, and counting is much cheaper than Fractions
+        for index, key in zip(b.indices, keys, strict=True):
+            members[key].append(index)
+        ranked = sorted(members.items(), key=lambda g: (-len(g[1]), g[0]))
+        return [(k, Fraction(len(m)), m) for k, m in ranked]
+    weight: dict[str, Fraction] = defaultdict(Fraction)
+    for index, key, w in zip(b.indices, keys, b.weights, strict=True):
+        weight[key] += w
+        members[key].append(index)
+    return sorted(((k, weight[k], members[k]) for k in weight), key=lambda g: (-g[1], g[0]))
+
+
 def exact_groups(b: Ballot) -> list[tuple[Canonical, Fraction, list[int]]]:
     """(form, weight, proposal indices) per canonical form, ranked by (-weight, form).
 
@@ -102,24 +163,40 @@ def exact_groups(b: Ballot) -> list[tuple[Canonical, Fraction, list[int]]]:
     >>> [(f, int(w), m) for f, w, m in exact_groups(b)]
     [('y', 2, [0, 2]), ('x', 1, [1])]
     """
+    return key_groups(b, b.forms)
+
+
+def spoken_by(proposals: Sequence[Proposal], b: Ballot, members: Sequence[int]) -> int:
+    """The member that speaks for an intent group: one in the group's most common canonical
+    spelling (by weight), ties broken as in `representative`.
+
+    >>> ps = [Proposal(state_id="s", teacher=t, model=t) for t in ["a", "b", "c"]]
+    >>> spoken_by(ps, Ballot(indices=[0, 1, 2], forms=["ls", "ls -a", "ls -a"],
+    ...                      weights=[Fraction(1)] * 3), [0, 1, 2])
+    1
+    """
+    if len(members) == 1:
+        return members[0]
     weight: dict[Canonical, Fraction] = defaultdict(Fraction)
-    members: dict[Canonical, list[int]] = defaultdict(list)
-    for index, form, w in zip(b.indices, b.forms, b.weights, strict=True):
-        weight[form] += w
-        members[form].append(index)
-    return sorted(((f, weight[f], members[f]) for f in weight), key=lambda g: (-g[1], g[0]))
+    for index in members:
+        weight[b.forms[b.position(index)]] += b.weights[b.position(index)]
+    if len(weight) == 1:
+        return representative(proposals, members)
+    top = max(weight.values())
+    return representative(proposals, [i for i in members if weight[b.forms[b.position(i)]] == top])
 
 
 def make_group(proposals: Sequence[Proposal], form: Canonical, weight: Fraction,
-               members: list[int]) -> VoteGroup:
+               members: list[int], **extra: Any) -> VoteGroup:
     """A VoteGroup from exact fractions (members sorted, teachers unique).
 
     >>> ps = [Proposal(state_id="s", teacher=t, model=t) for t in ["b", "a", "b"]]
-    >>> make_group(ps, "x", Fraction(3, 2), [2, 1, 0]).model_dump()
-    {'canonical': 'x', 'weight': 1.5, 'teachers': ['a', 'b'], 'members': [0, 1, 2]}
+    >>> make_group(ps, "x", Fraction(3, 2), [2, 1, 0]).model_dump(exclude={"scores", "intent"})
+    {'canonical': 'x', 'weight': 1.5, 'teachers': ['a', 'b'], 'members': [0, 1, 2], 'match': 'exact'}
     """
     teachers = sorted({proposals[i].teacher for i in members})
-    return VoteGroup(canonical=form, weight=float(weight), teachers=teachers, members=sorted(members))
+    return VoteGroup(canonical=form, weight=float(weight), teachers=teachers, members=sorted(members),
+                     **extra)
 
 
 def abstain(method: str, reason: str, voters: list[str], groups: list[VoteGroup],
@@ -148,4 +225,9 @@ def passes(agreement: Fraction, min_agreement: float) -> bool:
     >>> passes(Fraction(1, 2), 0.5), passes(Fraction(2, 3), 0.5)
     (False, True)
     """
-    return agreement > Fraction(min_agreement)
+    return agreement > _threshold(min_agreement)
+
+
+@lru_cache(maxsize=16)
+def _threshold(min_agreement: float) -> Fraction:
+    return Fraction(min_agreement)

@@ -6,9 +6,12 @@ from dataclasses import dataclass
 
 from consensus.canonical import canonical
 from consensus.early_stop import decided, order_by_cost
+from consensus.intent import intent_of
+from consensus.intent_rules import IntentContext
 from consensus.judge import build_judge_messages, judge_result, parse_judge_reply
 from consensus.methods import run_method
 from consensus.result import ConsensusResult
+from consensus.validity import screen
 from ingestion.schema import Proposal, TraceState
 from replay.options import ConsensusOptions
 from teachers.cache import CacheEntry, ResponseCache, cache_key
@@ -28,23 +31,41 @@ class Answers:
     usd_saved: float = 0.0
 
 
-async def ask_state(pool: TeacherPool, state: TraceState, early_stop: bool, min_agreement: float) -> Answers:
-    """The teachers' proposals for a state (none when every teacher is of the student's family)."""
+def context_of(state: TraceState) -> IntentContext:
+    """What the intent tier needs to know about a state: its cwd and history."""
+    return IntentContext(state.metadata.get("cwd"), state.messages)
+
+
+def _vote_key(proposal: Proposal, state: TraceState, match: str, context: IntentContext) -> str | None:
+    if proposal.action is None:
+        return None
+    form = canonical(proposal.action, state.metadata.get("cwd"))
+    return intent_of(form, context) if match == "intent" else form
+
+
+async def ask_state(pool: TeacherPool, state: TraceState, early_stop: bool, min_agreement: float,
+                    match: str = "intent") -> Answers:
+    """The teachers' proposals for a state (none when every teacher is of the student's family), each
+    screened against the state's tools (`consensus.validity`): an invalid one is no vote.
+
+    With early stop the outcome is settled on the loosest tier in use: once the intent tier's winner
+    (or abstention) is certain, the rest are not asked (which of the winner's spellings speaks for it
+    may then differ from a full run's, never its intent)."""
     if not early_stop:
-        return Answers(await pool.propose(state))
+        return Answers(screen(await pool.propose(state), state.tools))
     eligible = pool.eligible(state)
     if not eligible:
         return Answers([])
     by_name = {t.name: t for t in eligible}
     ordered = [by_name[n] for n in order_by_cost(
         list(by_name), lambda n: call_cost(by_name[n].model, _NOMINAL_TOKENS, _NOMINAL_TOKENS))]
-    cwd = state.metadata.get("cwd")
+    context = context_of(state)
     proposals: list[Proposal] = []
     votes: list[str | None] = []
     for asked, teacher in enumerate(ordered, 1):
-        proposal = await pool.ask(teacher, state, 0)
+        proposal = screen([await pool.ask(teacher, state, 0)], state.tools)[0]
         proposals.append(proposal)
-        votes.append(canonical(proposal.action, cwd) if proposal.action else None)
+        votes.append(_vote_key(proposal, state, match, context))
         if decided(votes, len(ordered) - asked, min_agreement):
             break
     skipped = ordered[len(proposals):]
@@ -97,4 +118,5 @@ async def decide(state: TraceState, proposals: list[Proposal], options: Consensu
                  judge: Judge | None) -> ConsensusResult:
     if options.method == "judge" and judge is not None:
         return await judge.decide(state, proposals)
-    return run_method(options.method, proposals, state.metadata.get("cwd"), options.min_agreement)
+    return run_method(options.method, proposals, state.metadata.get("cwd"), options.min_agreement,
+                      options.match, context_of(state))

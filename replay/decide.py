@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
-from consensus.methods import compare
+from consensus.intent_rules import IntentContext
+from consensus.methods import student_match
 from consensus.result import ConsensusResult
+from consensus.validity import invalid_reasons
 from ingestion.schema import Proposal, TraceState
 from replay.ask import Judge, ask_state, decide
 from replay.options import ConsensusOptions
-from replay.pairs import PromptMemo, build_pair
+from replay.pairs import PromptMemo, pair_row
 from teachers.pool import TeacherPool
 
 
@@ -24,6 +27,9 @@ class Outcomes:
     rows: dict[int, dict[str, Any]] = field(default_factory=dict)
     verdicts: dict[str, int] = field(default_factory=lambda: {
         "all_teachers_excluded": 0, "abstained": 0, "agree": 0, "pair": 0})
+    tiers: Counter[str] = field(default_factory=Counter)    # consensus reached, by the tier that decided
+    agree_tiers: Counter[str] = field(default_factory=Counter)  # student agreed, by tier
+    invalid: Counter[str] = field(default_factory=Counter)  # proposals screened out, by reason
     calls_saved: int = 0
     usd_saved: float = 0.0
 
@@ -37,18 +43,52 @@ class Outcomes:
 Verdict = str  # "all_teachers_excluded" | "abstained" | "agree" | "pair"
 
 
+class Settled(NamedTuple):
+    verdict: Verdict
+    row: dict[str, Any] | None
+    student: str | None = None  # the tier at which the student agreed (agree only)
+
+
 def settle(state: TraceState, proposals: list[Proposal], result: ConsensusResult | None,
-           memo: PromptMemo | None = None) -> tuple[Verdict, dict[str, Any] | None]:
-    """A state's verdict from its proposals and consensus, and its DPO row when it is a pair.
+           memo: PromptMemo | None = None, match: str = "intent") -> Settled:
+    """A state's verdict from its proposals and consensus, and its DPO row when it is a pair. The
+    student is compared at the tiers `match` allows (`consensus.methods.student_match`).
 
     Shared by `replay.run` and `replay.ablate`, so a pool's counts mean the same in both.
     """
     if not proposals or result is None:
-        return "all_teachers_excluded", None
-    verdict = compare(state.student_action, result, state.metadata.get("cwd"))
-    if verdict != "pair":
-        return ("abstained" if verdict == "abstain" else verdict), None
-    return "pair", build_pair(state, result, proposals, memo=memo)
+        return Settled("all_teachers_excluded", None)
+    if not result.reached or result.action is None:
+        return Settled("abstained", None)
+    cwd = state.metadata.get("cwd")
+    student = student_match(state.student_action, result, cwd, match, IntentContext(cwd, state.messages))
+    if student is not None:
+        return Settled("agree", None, student)
+    return Settled("pair", pair_row(state, result, proposals, memo))
+
+
+def tier_counts(tiers: Counter[str], agree_tiers: Counter[str]) -> dict[str, int]:
+    """report.json `consensus` keys beside reached/abstained: states reached at each tier
+    (`exact`, `intent`; `similar` for similarity clusters), and agreements of the student by tier.
+
+    >>> tier_counts(Counter(exact=3, intent=2), Counter(intent=1))
+    {'exact': 3, 'intent': 2, 'agree_exact': 0, 'agree_intent': 1}
+    """
+    out = {"exact": tiers["exact"], "intent": tiers["intent"]}
+    out.update({name: n for name, n in sorted(tiers.items()) if name not in out})
+    out.update({"agree_exact": agree_tiers["exact"], "agree_intent": agree_tiers["intent"]})
+    return out
+
+
+def count(outcomes: Outcomes, settled: Settled, result: ConsensusResult | None,
+          proposals: list[Proposal]) -> None:
+    """Add one state's verdict, tier and screened proposals to the run's counts."""
+    outcomes.verdicts[settled.verdict] += 1
+    if settled.verdict in ("agree", "pair") and result is not None:
+        outcomes.tiers[result.match or "exact"] += 1
+    if settled.student is not None:
+        outcomes.agree_tiers[settled.student] += 1
+    outcomes.invalid.update(invalid_reasons(proposals))
 
 
 async def replay_states(states: Iterable[TraceState], pool: TeacherPool, options: ConsensusOptions,
@@ -60,15 +100,15 @@ async def replay_states(states: Iterable[TraceState], pool: TeacherPool, options
 
     async def one(index: int, state: TraceState) -> None:
         try:
-            answers = await ask_state(pool, state, options.early_stop, options.min_agreement)
+            answers = await ask_state(pool, state, options.early_stop, options.min_agreement, options.match)
             outcomes.calls_saved += answers.calls_saved
             outcomes.usd_saved += answers.usd_saved
             outcomes.proposals[index] = answers.proposals
             result = await decide(state, answers.proposals, options, judge) if answers.proposals else None
-            verdict, row = settle(state, answers.proposals, result)
-            outcomes.verdicts[verdict] += 1
-            if row is not None:
-                outcomes.rows[index] = row
+            settled = settle(state, answers.proposals, result, match=options.match)
+            count(outcomes, settled, result, answers.proposals)
+            if settled.row is not None:
+                outcomes.rows[index] = settled.row
         finally:
             window.release()
             if on_state is not None:

@@ -44,7 +44,7 @@ def pair_features():
         "source": Value("string"), "student_model": Value("string"),
         "teachers": List(Value("string")), "winner_teachers": List(Value("string")),
         "votes": Json(), "agreement": Value("float64"), "method": Value("string"),
-        "cost_usd": Value("float64"),
+        "cost_usd": Value("float64"), "match": Value("string"),
     })
 
 
@@ -150,7 +150,7 @@ _PROVENANCE = (("sources", "Sources"), ("student_models", "Student models"), ("t
                ("excluded_teachers", "Excluded teachers (same family as the student)"),
                ("method", "Consensus method"), ("min_agreement", "Minimum agreement"))
 _KNOWN = {key for key, _ in _PROVENANCE} | {"pairs", "counts", "cost_usd", "command", "pretty_name",
-                                           "license"}
+                                           "license", "confidence"}
 _INTRO = """DPO preference pairs made by teacher-replay: at each assistant turn of an agent trace, a pool of
 teacher LLMs answered; their consensus is `chosen`, the student's real action is `rejected`."""
 _USE = """## Use
@@ -206,11 +206,29 @@ def card_text(info: Mapping[str, Any]) -> str:
     lines += [f"- **{label}**: {_show(info[key])}" for key, label in _PROVENANCE if key in info]
     lines += ["", "## Counts", "", "| count | n |", "|---|---|", f"| pairs | {pairs} |"]
     lines += [f"| {k} | {_show(v)} |" for k, v in counts.items() if k != "pairs"]
+    lines += confidence_lines(info.get("confidence"))
     lines += ["", "## Cost", "", f"{float(info.get('cost_usd', 0.0)):.4f} USD of teacher calls.", ""]
     if other := {k: v for k, v in info.items() if k not in _KNOWN}:
         lines += ["## Run settings", ""] + [f"- **{k}**: {_show(v)}" for k, v in other.items()] + [""]
     lines += ["## Command", "", "```", str(info.get("command", "(not recorded)")), "```", "", _USE]
     return "\n".join(lines)
+
+
+def confidence_lines(confidence: Mapping[str, Mapping[str, int]] | None) -> list[str]:
+    """The card's confidence section: pairs by the tier that decided (`match`) and by `agreement`.
+
+    >>> confidence_lines({"match": {"exact": 2, "intent": 1}, "agreement": {"1.00": 2, "0.67": 1}})[5]
+    '| match | exact 2 · intent 1 |'
+    """
+    if not confidence:
+        return []
+    show = {key: " · ".join(f"{k} {v}" for k, v in confidence.get(key, {}).items()) or "none"
+            for key in ("match", "agreement")}
+    return ["", "## Confidence", "", "| pairs by | n |", "|---|---|", f"| match | {show['match']} |",
+            f"| agreement | {show['agreement']} |", "",
+            "`match`: the tier that decided the consensus (`exact`: teachers wrote the same canonical "
+            "action; `intent`: the same intent, written differently). `agreement`: the share of the "
+            "voting teachers in the winning group."]
 
 
 def write_card(out_dir: str | Path, info: Mapping[str, Any]) -> Path:

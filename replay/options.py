@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from ingestion.options import IngestOptions
 from ingestion.schema import StrictModel
@@ -24,6 +25,7 @@ class PoolOptions(StrictModel):
 class ConsensusOptions(StrictModel):
     method: str = "vote"
     min_agreement: float = 0.5
+    match: Literal["exact", "intent"] = "intent"  # the loosest tier: intent = exact, then intent
     judge: str | None = None
     early_stop: bool = False
 

@@ -14,12 +14,15 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from consensus.canonical import clean_action
+from consensus.intent_rules import IntentContext
 from consensus.methods import compare
 from consensus.result import ConsensusResult
 from ingestion.schema import Action, Proposal, TraceState
 
 PAIR_COLUMNS = ("prompt", "chosen", "rejected", "tools", "state_id", "trace_id", "turn", "source",
-                "student_model", "teachers", "winner_teachers", "votes", "agreement", "method", "cost_usd")
+                "student_model", "teachers", "winner_teachers", "votes", "agreement", "method", "cost_usd",
+                "match")
 
 # Thinking is the student's own; it never enters a preference pair, under any of its names.
 _THINKING_KEYS = frozenset({"thinking", "reasoning_content", "reasoning"})
@@ -63,12 +66,35 @@ def action_message(action: Action) -> dict[str, Any]:
 
 
 def votes_column(result: ConsensusResult) -> list[dict[str, Any]]:
-    """Weight and teachers per group, winner first; canonical forms left out (they can be whole files).
+    """Weight, teachers and tier per group, winner first (similarity groups: each member's score too);
+    canonical forms left out (they can be whole files).
 
     >>> votes_column(ConsensusResult(method="vote", reached=False))
     []
     """
-    return [{"teachers": group.teachers, "weight": group.weight} for group in result.groups]
+    out = []
+    for group in result.groups:
+        entry: dict[str, Any] = {"teachers": group.teachers, "weight": group.weight, "match": group.match}
+        if group.scores:
+            entry["scores"] = group.scores
+        out.append(entry)
+    return out
+
+
+def confidence(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    """How sure the teachers were, for the dataset card: rows per tier (`match`) and per agreement band.
+
+    >>> confidence([{"match": "exact", "agreement": 1.0}, {"match": "intent", "agreement": 0.6667}])
+    {'match': {'exact': 1, 'intent': 1}, 'agreement': {'1.00': 1, '0.67': 1}}
+    """
+    matches: dict[str, int] = {}
+    bands: dict[str, int] = {}
+    for row in rows:
+        matches[str(row.get("match"))] = matches.get(str(row.get("match")), 0) + 1
+        band = f"{float(row.get('agreement') or 0.0):.2f}"
+        bands[band] = bands.get(band, 0) + 1
+    return {"match": dict(sorted(matches.items())),
+            "agreement": dict(sorted(bands.items(), key=lambda kv: kv[0], reverse=True))}
 
 
 PromptMemo = dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]]
@@ -94,31 +120,15 @@ def prompt_columns(state: TraceState, memo: PromptMemo | None = None
     return columns
 
 
-def build_pair(state: TraceState, result: ConsensusResult, proposals: Sequence[Proposal],
-               cwd: str | None = None, memo: PromptMemo | None = None) -> dict[str, Any] | None:
-    """The DPO row for a state, or None when the teachers abstained or the student agreed with them.
-
-    `cwd` defaults to the state's `metadata["cwd"]`; it decides path equivalence. `cost_usd` sums
-    the proposals' cost for this state.
-
-    >>> from ingestion.schema import Action
-    >>> state = TraceState(state_id="claude_code:t:0", trace_id="t", turn=0, source="claude_code",
-    ...     messages=[{"role": "system", "content": "sys"}, {"role": "user", "content": "Hi"}],
-    ...     student_action=Action(content="Bye."))
-    >>> result = ConsensusResult(method="vote", reached=True, action=Action(content="Hello!"))
-    >>> row = build_pair(state, result, [])
-    >>> row["chosen"], row["rejected"]
-    ([{'role': 'assistant', 'content': 'Hello!'}], [{'role': 'assistant', 'content': 'Bye.'}])
-    >>> build_pair(state, result.model_copy(update={"action": Action(content="bye.")}), []) is None
-    True
-    """
-    cwd = cwd if cwd is not None else state.metadata.get("cwd")
-    if compare(state.student_action, result, cwd) != "pair":
-        return None
+def pair_row(state: TraceState, result: ConsensusResult, proposals: Sequence[Proposal],
+             memo: PromptMemo | None = None) -> dict[str, Any]:
+    """The DPO row of a state already judged a pair. `chosen` is the consensus action cleaned of the
+    `cd <cwd> &&` prefix its canonical form ignores; `match` the tier that decided the consensus."""
     prompt, tools = prompt_columns(state, memo)
+    chosen = clean_action(result.action, state.metadata.get("cwd"))  # type: ignore[arg-type]
     return {
         "prompt": prompt,
-        "chosen": [action_message(result.action)],  # type: ignore[arg-type]
+        "chosen": [action_message(chosen)],
         "rejected": [action_message(state.student_action)],
         "tools": tools,
         "state_id": state.state_id,
@@ -132,4 +142,32 @@ def build_pair(state: TraceState, result: ConsensusResult, proposals: Sequence[P
         "agreement": result.agreement,
         "method": result.method,
         "cost_usd": sum(p.cost_usd for p in proposals),
+        "match": result.match or "exact",
     }
+
+
+def build_pair(state: TraceState, result: ConsensusResult, proposals: Sequence[Proposal],
+               cwd: str | None = None, memo: PromptMemo | None = None,
+               match: str = "intent") -> dict[str, Any] | None:
+    """The DPO row for a state, or None when the teachers abstained or the student agreed with them
+    (at the tiers `match` allows: see `consensus.methods.student_match`).
+
+    `cwd` defaults to the state's `metadata["cwd"]`; it decides path equivalence. `cost_usd` sums
+    the proposals' cost for this state.
+
+    >>> from ingestion.schema import Action
+    >>> state = TraceState(state_id="claude_code:t:0", trace_id="t", turn=0, source="claude_code",
+    ...     messages=[{"role": "system", "content": "sys"}, {"role": "user", "content": "Hi"}],
+    ...     student_action=Action(content="Bye."))
+    >>> result = ConsensusResult(method="vote", reached=True, action=Action(content="Hello!"), match="exact")
+    >>> row = build_pair(state, result, [], match="exact")
+    >>> row["chosen"], row["rejected"], row["match"]
+    ([{'role': 'assistant', 'content': 'Hello!'}], [{'role': 'assistant', 'content': 'Bye.'}], 'exact')
+    >>> build_pair(state, result.model_copy(update={"action": Action(content="bye.")}), []) is None
+    True
+    """
+    cwd = cwd if cwd is not None else state.metadata.get("cwd")
+    context = IntentContext(cwd, state.messages)
+    if compare(state.student_action, result, cwd, match, context) != "pair":
+        return None
+    return pair_row(state, result, proposals, memo)

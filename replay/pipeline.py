@@ -175,6 +175,8 @@ async def _replay(config: RunConfig, pool: TeacherPool, report: Report, console:
 
 
 def _fill_report(report: Report, pool: TeacherPool, outcomes: Any, judge: Any) -> None:
+    from replay.decide import tier_counts
+
     pool_report = pool.stats.to_report()
     report.teacher_calls = pool_report["teacher_calls"]
     report.excluded_same_family = pool_report["excluded_same_family"]
@@ -183,7 +185,12 @@ def _fill_report(report: Report, pool: TeacherPool, outcomes: Any, judge: Any) -
     report.extra["per_teacher"] = pool_report["per_teacher"]
     verdicts = outcomes.verdicts
     report.states_all_teachers_excluded = verdicts["all_teachers_excluded"]
-    report.consensus = {"reached": verdicts["agree"] + verdicts["pair"], "abstained": verdicts["abstained"]}
+    report.consensus = {"reached": verdicts["agree"] + verdicts["pair"], "abstained": verdicts["abstained"],
+                        **tier_counts(outcomes.tiers, outcomes.agree_tiers)}
+    if outcomes.invalid:  # screened out against the state's tools: no vote, never chosen
+        screened = sum(outcomes.invalid.values())
+        report.teacher_calls["invalid"] = report.teacher_calls.get("invalid", 0) + screened
+        report.extra["invalid_proposals"] = dict(sorted(outcomes.invalid.items()))
     report.agree, report.pairs = verdicts["agree"], verdicts["pair"]
     report.extra["early_stop"] = {"calls_saved": outcomes.calls_saved,
                                   "usd_saved": round(outcomes.usd_saved, 6)}
@@ -210,12 +217,15 @@ def export_pairs(config: RunConfig, rows: list[dict[str, Any]], report: Report) 
 
 
 def _card_info(config: RunConfig, rows: list[dict[str, Any]], report: Report) -> dict[str, Any]:
+    from replay.pairs import confidence
+
     teachers = sorted(report.extra.get("per_teacher", {}))
     return {
         "pairs": len(rows), "sources": [str(config.source)],
         "student_models": sorted({r["student_model"] for r in rows if r.get("student_model")}),
         "teachers": teachers, "excluded_teachers": report.excluded_same_family,
         "method": config.consensus.method, "min_agreement": config.consensus.min_agreement,
+        "match": config.consensus.match, "confidence": confidence(rows),
         "counts": {"states": report.states, "all_teachers_excluded": report.states_all_teachers_excluded,
                    "abstained": report.consensus["abstained"], "agree": report.agree,
                    "pairs": report.pairs, "preflight_dropped": report.preflight_dropped},

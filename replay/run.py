@@ -74,6 +74,10 @@ def _consensus_flags(group: argparse._ArgumentGroup) -> None:
                             "of the largest near-equal group; judge: an LLM picks, blind")
     group.add_argument("--min-agreement", type=float, default=0.5, metavar="F",
                        help="the winning group must hold more than this share of the voters (0.5)")
+    group.add_argument("--match", choices=["exact", "intent"], default="intent",
+                       help="the loosest tier two actions may agree at: intent (default) votes on exact "
+                            "canonical forms first, then on intent keys (cat a.py = Read a.py); exact "
+                            "stops after the first tier. The student agrees at the same tiers")
     group.add_argument("--judge", metavar="MODEL", help="the judge for --consensus judge (alias or model)")
     group.add_argument("--early-stop", action="store_true",
                        help="ask teachers one at a time, cheapest first, and stop once the rest cannot "
@@ -87,6 +91,9 @@ def _export_flags(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--max-length", type=int, default=None, metavar="N",
                        help="with --preflight-tokenizer: drop pairs longer than N tokens")
     group.add_argument("--push-to-hub", metavar="REPO", help="also push the dataset to the Hugging Face Hub")
+    group.add_argument("--view", action="store_true",
+                       help="also write OUT/view/: static HTML pages of the states, answers and pairs "
+                            "(the same as python -m replay.view OUT)")
 
 
 def config_from_args(args: argparse.Namespace, argv: list[str]) -> RunConfig:
@@ -108,7 +115,7 @@ def config_from_args(args: argparse.Namespace, argv: list[str]) -> RunConfig:
                              max_message_chars=args.max_message_chars,
                              max_prompt_tokens=args.max_prompt_tokens),
         consensus=ConsensusOptions(method=args.consensus, min_agreement=args.min_agreement,
-                                   judge=args.judge, early_stop=args.early_stop),
+                                   judge=args.judge, early_stop=args.early_stop, match=args.match),
         export=ExportOptions(preflight_tokenizer=args.preflight_tokenizer, max_length=args.max_length,
                              push_to_hub=args.push_to_hub),
         command=shlex.join(["python", "-m", "replay.run", *argv]))
@@ -128,6 +135,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {scrub(str(error))}", file=sys.stderr)
         return 2
     print_summary(report, str(args.out))
+    if args.view:
+        from replay.view.cli import main as view_main
+
+        return view_main([str(args.out)])
     return 0
 
 

@@ -21,6 +21,8 @@ def print_summary(report: Report, out: str, console: Console | None = None) -> N
                   "{made} / {cached} / {failed}".format(**report.teacher_calls)),
                  ("all teachers excluded", report.states_all_teachers_excluded),
                  ("abstained", report.consensus.get("abstained", 0)),
+                 ("consensus exact / intent tier",
+                  f"{report.consensus.get('exact', 0)} / {report.consensus.get('intent', 0)}"),
                  ("agree", report.agree), ("pairs", report.pairs),
                  ("cost (USD)", f"{report.cost_usd:.4f}")]
     for teacher, est in sorted(report.extra.get("estimate", {}).items()):

@@ -1,4 +1,8 @@
-"""Shared fixtures: real sessions from ../shared, an isolated cache/home for every test."""
+"""Shared fixtures: real sessions from ../shared, an isolated cache/home for every test.
+
+../shared (the workspace's read-only fixtures) sits beside this checkout in the project's workspace and
+CI, not in a plain clone: the tests that need it skip there, naming the folder they looked for.
+"""
 
 from __future__ import annotations
 
@@ -32,8 +36,18 @@ def client() -> Any:
     return engine
 
 
+def shared(path: Path) -> Path:
+    """`path` under ../shared, or skip the test saying which folder is missing."""
+    if not path.exists():
+        pytest.skip(f"needs the shared fixtures: {path} not found (../shared beside the checkout)")
+    return path
+
+
 @pytest.fixture(scope="session")
 def fixtures_root() -> Path:
-    if not FIXTURES.is_dir():
-        pytest.fail(f"shared fixtures not found at {FIXTURES}")
-    return FIXTURES
+    return shared(FIXTURES)
+
+
+@pytest.fixture(scope="session")
+def swebench_samples() -> Path:
+    return shared(SWEBENCH_SAMPLES)

@@ -165,3 +165,27 @@ def test_csv_and_plot_outputs(tmp_path: Path) -> None:
                         agreement=agreement_matrix(states, answers, ["gpt", "qwen"]))
     write_plot(ablation, tmp_path / "ablation.png")
     assert (tmp_path / "ablation.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_tier_split_and_agreement_at_both_tiers(tmp_path: Path) -> None:
+    from replay.ablation.outputs import agreement_csv_text, markdown_text
+
+    states = [state(i, "claude-sonnet-4-5", "ls") for i in range(3)]
+    answers = {"s0": [answer(0, "gpt", "ls -la"), answer(0, "qwen", "ls  -la")],       # exact: agree
+               "s1": [answer(1, "gpt", "cat a.py"), answer(1, "qwen", "head a.py")],    # intent: pair
+               "s2": [answer(2, "gpt", "ls -F"), answer(2, "qwen", "tree")]}            # intent: agree
+    tiers = evaluate_pool([GPT, QWEN], states, answers, method_decider("vote", 0.5)).counts
+    assert (tiers.reached_exact, tiers.reached_intent, tiers.agree, tiers.pairs) == (1, 2, 2, 1)
+    exact = evaluate_pool([GPT, QWEN], states, answers, method_decider("vote", 0.5, "exact"), match="exact")
+    assert (exact.counts.reached_exact, exact.counts.reached_intent, exact.counts.abstained) == (1, 0, 2)
+    assert exact.counts.pairs == 1  # s0: `ls -la` is not the student's `ls` at the exact tier
+    assert [row["match"] for row in exact.rows] == ["exact"]
+    by_exact = agreement_matrix(states, answers, ["gpt", "qwen"])
+    by_intent = agreement_matrix(states, answers, ["gpt", "qwen"], "intent")
+    assert (by_exact.cells[0][1].agree, by_intent.cells[0][1].agree, by_intent.tier) == (1, 3, "intent")
+    lines = agreement_csv_text(by_exact, by_intent).splitlines()
+    assert lines[0].endswith("agree_intent,raw_intent,kappa_intent") and lines[2].startswith("gpt,qwen,3,1,")
+    ablation = Ablation(run=tmp_path, out=tmp_path, method="vote", rows=[tiers], dirs=["gpt+qwen"],
+                        agreement=by_exact, agreement_intent=by_intent)
+    text = markdown_text(ablation)
+    assert "| 1 / 2 |" in text and "## Teacher agreement at the intent tier" in text

@@ -136,8 +136,8 @@ def test_image_name(instance_id: str, namespace: str, tag: str, image: str) -> N
     assert image_name(instance_id, namespace, tag) == image
 
 
-def test_load_instances_reads_the_shared_swebench_samples() -> None:
-    rows = load_instances(ROOT.parent / "shared/fixtures/swebench/swebench_samples.jsonl")
+def test_load_instances_reads_the_shared_swebench_samples(swebench_samples: Path) -> None:
+    rows = load_instances(swebench_samples)
     assert [row["instance_id"] for row in rows][:2] == ["astropy__astropy-12907", "astropy__astropy-13033"]
     assert all(check_instance(row, evaluate=False) is None for row in rows)
     # swebench>=5 grades with the row's own eval_script, which these older rows lack

@@ -38,7 +38,7 @@ def _outcome(votes: tuple[str, ...], failed: int, min_agreement: float) -> str |
     proposals = [Proposal(state_id="s", teacher=f"t{i}", model="m", action=Action(content=v))
                  for i, v in enumerate(votes)]
     proposals += [Proposal(state_id="s", teacher=f"f{i}", model="m", error="x") for i in range(failed)]
-    result = vote(proposals, min_agreement=min_agreement)
+    result = vote(proposals, min_agreement=min_agreement, match="exact")  # decided() sees exact forms here
     return result.canonical if result.reached else None
 
 
@@ -67,3 +67,42 @@ def test_order_by_cost_cheapest_first_and_stable():
     costs = {"gpt-5": 1.25, "deepseek": 0.27, "qwen": 0.27, "gemini": 0.3}
     assert order_by_cost(["gpt-5", "qwen", "deepseek", "gemini"], costs.__getitem__) == [
         "qwen", "deepseek", "gemini", "gpt-5"]
+
+
+# At the intent tier `replay.ask` feeds `decided` intent keys: what it settles is the winning intent.
+_COMMANDS = {"la": "ls -a", "lF": "ls -F", "pw": "pwd", "gs": "git status", "gS": "git status -s"}
+
+
+@functools.cache
+def _intent_outcome(votes: tuple[str, ...], failed: int) -> str | None:
+    from consensus.intent import intent
+
+    proposals = [Proposal(state_id="s", teacher=f"t{i}", model="m", action=Action(tool_calls=[
+        {"id": "1", "name": "Bash", "arguments": {"command": _COMMANDS[v]}}])) for i, v in enumerate(votes)]
+    proposals += [Proposal(state_id="s", teacher=f"f{i}", model="m", error="x") for i in range(failed)]
+    result = vote(proposals)
+    return intent(result.action) if result.reached else None
+
+
+def test_decided_on_intent_keys_is_sound():
+    from consensus.intent import intent
+
+    def key(v: str | None) -> str | None:
+        return None if v is None else intent(Action(tool_calls=[
+            {"id": "1", "name": "Bash", "arguments": {"command": _COMMANDS[v]}}]))
+
+    symbols = [*_COMMANDS, None]
+    stopped = 0
+    for asked in range(0, 4):
+        for remaining in range(0, 3):
+            for votes in itertools.product(symbols, repeat=asked):
+                if not decided([key(v) for v in votes], remaining):
+                    continue
+                stopped += 1
+                outcomes = set()
+                for future in itertools.product(symbols, repeat=remaining):
+                    answers = [v for v in [*votes, *future] if v is not None]
+                    failed = len(votes) + remaining - len(answers)
+                    outcomes.add(_intent_outcome(tuple(sorted(answers)), failed))
+                assert len(outcomes) == 1, (votes, remaining, outcomes)
+    assert stopped > 50  # it does stop early, e.g. at `ls -a`, `ls -F` with one teacher left

@@ -1,8 +1,9 @@
 """Teacher × teacher agreement over the states both answered: raw agreement and Cohen's kappa.
 
 Two answers agree when their actions are canonically equivalent (`consensus.canonical`, with the
-state's cwd). A teacher's answer at a state is its first valid sample (lowest sample index); failed
-or invalid answers, and states a teacher was excluded from (it has no answer there), are left out.
+state's cwd), or at the intent tier when they have the same intent key (`consensus.intent`). A teacher's
+answer at a state is its first valid sample (lowest sample index); failed or invalid answers, and states
+a teacher was excluded from (it has no answer there), are left out.
 
 Kappa treats every canonical form as a category: chance agreement is Σ_k p_a(k)·p_b(k) over the two
 teachers' form frequencies on their common states. Forms rarely repeat across states (they hold
@@ -19,6 +20,9 @@ from collections.abc import Mapping, Sequence
 from pydantic import BaseModel
 
 from consensus.canonical import Canonical, canonical
+from consensus.intent import intent_of
+from consensus.intent_rules import IntentContext
+from consensus.validity import screen
 from ingestion.schema import Proposal, TraceState
 
 
@@ -34,11 +38,13 @@ class PairAgreement(BaseModel):
 class AgreementMatrix(BaseModel):
     teachers: list[str]
     cells: list[list[PairAgreement]]  # cells[i][j]: teachers[i] with teachers[j]; symmetric
+    tier: str = "exact"               # exact: canonical forms; intent: intent keys (consensus.intent)
 
 
 def answer_forms(states: Sequence[TraceState], answers: Mapping[str, Sequence[Proposal]],
-                 teachers: Sequence[str]) -> dict[str, dict[str, Canonical]]:
-    """teacher → state_id → canonical form of its first valid sample there.
+                 teachers: Sequence[str], tier: str = "exact") -> dict[str, dict[str, Canonical]]:
+    """teacher → state_id → canonical form (tier "intent": intent key) of its first valid sample there.
+    Proposals the state's tools make invalid (`consensus.validity`) are no answer, as in the vote.
 
     >>> from ingestion.schema import Action
     >>> s = TraceState(state_id="s", trace_id="t", turn=0, source="claude_code", messages=[],
@@ -52,15 +58,17 @@ def answer_forms(states: Sequence[TraceState], answers: Mapping[str, Sequence[Pr
     forms: dict[str, dict[str, Canonical]] = {name: {} for name in teachers}
     for state in states:
         cwd = state.metadata.get("cwd")
+        context = IntentContext(cwd, state.messages)
         first: dict[str, Proposal] = {}
-        for proposal in answers.get(state.state_id, ()):
+        for proposal in screen(answers.get(state.state_id, ()), state.tools):
             if proposal.action is None or proposal.teacher not in wanted:
                 continue
             held = first.get(proposal.teacher)
             if held is None or proposal.sample < held.sample:
                 first[proposal.teacher] = proposal
         for name, proposal in first.items():
-            forms[name][state.state_id] = canonical(proposal.action, cwd)  # type: ignore[arg-type]
+            form = canonical(proposal.action, cwd)  # type: ignore[arg-type]
+            forms[name][state.state_id] = intent_of(form, context) if tier == "intent" else form
     return forms
 
 
@@ -98,8 +106,9 @@ def pair_agreement(a: str, b: str, forms_a: Mapping[str, Canonical],
 
 
 def agreement_matrix(states: Sequence[TraceState], answers: Mapping[str, Sequence[Proposal]],
-                     teachers: Sequence[str]) -> AgreementMatrix:
-    """Every pair of `teachers` (the diagonal too: a teacher with itself over the states it answered).
+                     teachers: Sequence[str], tier: str = "exact") -> AgreementMatrix:
+    """Every pair of `teachers` (the diagonal too: a teacher with itself over the states it answered),
+    agreeing at `tier` (exact: canonically equivalent; intent: the same intent key).
 
     >>> from ingestion.schema import Action
     >>> s = [TraceState(state_id=f"s{i}", trace_id="t", turn=i, source="claude_code", messages=[],
@@ -110,6 +119,6 @@ def agreement_matrix(states: Sequence[TraceState], answers: Mapping[str, Sequenc
     >>> m.cells[0][1].raw, m.cells[0][1].kappa, m.cells[1][1].raw
     (0.5, 0.3333, 1.0)
     """
-    forms = answer_forms(states, answers, teachers)
+    forms = answer_forms(states, answers, teachers, tier)
     cells = [[pair_agreement(a, b, forms[a], forms[b]) for b in teachers] for a in teachers]
-    return AgreementMatrix(teachers=list(teachers), cells=cells)
+    return AgreementMatrix(teachers=list(teachers), cells=cells, tier=tier)

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from consensus.result import ConsensusResult
+from consensus.validity import screen
 from ingestion.schema import Proposal, TraceState
 from replay.ablation.evaluate import Decide, pool_proposals
 from replay.ablation.pools import AblationError, pool_name
@@ -78,7 +79,7 @@ async def _judge_pools(data: RunData, pools: list[list[TeacherSpec]], pool: Teac
         for state in data.states:
             excluded, proposals = pool_proposals(specs, state, data.answers, allow_same_family)
             if len(excluded) < len(specs) and proposals:
-                jobs.append(one(state, proposals, judged))
+                jobs.append(one(state, screen(proposals, state.tools), judged))
             else:
                 tick("")  # nothing to judge: the state's verdict needs no consensus
         await asyncio.gather(*jobs)

@@ -18,8 +18,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field, computed_field
 
+from consensus.intent_rules import IntentContext
 from consensus.methods import run_method
 from consensus.result import ConsensusResult
+from consensus.validity import invalid_reasons, screen
 from ingestion.schema import Proposal, TraceState
 from replay.ablation.pools import pool_name
 from replay.decide import settle
@@ -46,8 +48,9 @@ def pool_proposals(teachers: Sequence[TeacherSpec], state: TraceState,
     return [t.name for t in excluded], [p for p in answers.get(state.state_id, ()) if p.teacher in names]
 
 
-def method_decider(method: str, min_agreement: float) -> Decide:
-    """A pure consensus method (`vote`, `similarity`) as a `Decide`, with the state's cwd, as in the run.
+def method_decider(method: str, min_agreement: float, match: str = "intent") -> Decide:
+    """A pure consensus method (`vote`, `similarity`) as a `Decide`, with the state's cwd and history
+    (the intent tier's context), as in the run.
 
     >>> from ingestion.schema import Action
     >>> s = TraceState(state_id="s", trace_id="t", turn=0, source="claude_code", messages=[],
@@ -56,7 +59,8 @@ def method_decider(method: str, min_agreement: float) -> Decide:
     'no_votes'
     """
     def decide(state: TraceState, proposals: list[Proposal]) -> ConsensusResult:
-        return run_method(method, proposals, state.metadata.get("cwd"), min_agreement)
+        cwd = state.metadata.get("cwd")
+        return run_method(method, proposals, cwd, min_agreement, match, IntentContext(cwd, state.messages))
 
     return decide
 
@@ -74,6 +78,9 @@ class PoolCounts(BaseModel):
     abstained: int = 0
     agree: int = 0
     pairs: int = 0
+    reached_exact: int = 0          # consensus reached at the exact tier
+    reached_intent: int = 0         # ... only at the intent tier (`similar` clusters count here too)
+    invalid: int = 0                # proposals screened out: a tool the state lacks, a missing argument
     excluded_same_family: dict[str, int] = Field(default_factory=dict)
     cost_usd: float = 0.0           # what the pool's answers cost when first made (cache hits included)
     jaccard: float | None = None    # of its pair state_ids with the full pool's
@@ -123,7 +130,8 @@ _VERDICT_FIELD = {"all_teachers_excluded": "all_teachers_excluded", "abstained":
 
 def evaluate_pool(teachers: Sequence[TeacherSpec], states: Sequence[TraceState],
                   answers: Mapping[str, Sequence[Proposal]], decide: Decide,
-                  allow_same_family: bool = False, memo: PromptMemo | None = None) -> PoolResult:
+                  allow_same_family: bool = False, memo: PromptMemo | None = None,
+                  match: str = "intent") -> PoolResult:
     """What the pool `teachers` decides at every state, from the answers it already has.
 
     >>> from ingestion.schema import Action, ToolCall
@@ -151,10 +159,15 @@ def evaluate_pool(teachers: Sequence[TeacherSpec], states: Sequence[TraceState],
             tally["unanswered"] += 1
             continue
         cost += sum(p.cost_usd for p in proposals)
-        verdict, row = settle(state, proposals, decide(state, proposals), memo)
-        tally[_VERDICT_FIELD[verdict]] += 1
-        if row is not None:
-            rows.append(row)
+        proposals = screen(proposals, state.tools)  # as the run does; answers asked here are new to it
+        tally["invalid"] += sum(invalid_reasons(proposals).values())
+        result = decide(state, proposals)
+        settled = settle(state, proposals, result, memo, match)
+        tally[_VERDICT_FIELD[settled.verdict]] += 1
+        if settled.verdict in ("agree", "pair"):
+            tally["reached_exact" if result.match in (None, "exact") else "reached_intent"] += 1
+        if settled.row is not None:
+            rows.append(settled.row)
     counts = PoolCounts(pool=pool_name(names), teachers=names, states=len(states), **tally,
                         excluded_same_family=dict(sorted(excluded.items())), cost_usd=round(cost, 6))
     return PoolResult(counts, rows, frozenset(row["state_id"] for row in rows))

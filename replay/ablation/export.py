@@ -21,7 +21,7 @@ from replay.ablation.evaluate import Decide, PoolCounts, evaluate_pool, jaccard,
 from replay.ablation.load import AblateConfig, RunData
 from replay.ablation.pools import AblationError, pool_dirname, pool_name
 from replay.export import JsonMemo
-from replay.pairs import PromptMemo
+from replay.pairs import PromptMemo, confidence
 from teachers.registry import TeacherSpec
 
 _MAX_WORKERS = 8  # each worker holds one pool's rows and Arrow buffers; more rarely pays on disk
@@ -112,10 +112,10 @@ def _write_pool(job: _Job, number: int) -> tuple[PoolCounts, frozenset[str], str
     specs = job.pools[number]
     consensus = job.data.config.consensus
     decide = job.deciders.get(pool_name([s.name for s in specs])) or \
-        method_decider(consensus.method, consensus.min_agreement)
+        method_decider(consensus.method, consensus.min_agreement, consensus.match)
     allow_same_family = job.data.config.pool.allow_same_family  # type: ignore[union-attr]
     result = evaluate_pool(specs, job.data.states, job.data.answers, decide, allow_same_family,
-                           _PROMPTS)
+                           _PROMPTS, consensus.match)
     folder = job.out / pool_dirname(result.counts.teachers)
     quiet = not datasets.is_progress_bar_enabled()
     datasets.disable_progress_bars()  # one bar per pool, from us, not a "Saving the dataset" bar each
@@ -136,6 +136,7 @@ def _card_info(job: _Job, counts: PoolCounts, rows: list[dict[str, Any]]) -> dic
         "student_models": sorted({r["student_model"] for r in rows if r.get("student_model")}),
         "teachers": counts.teachers, "excluded_teachers": counts.excluded_same_family,
         "method": config.consensus.method, "min_agreement": config.consensus.min_agreement,
+        "match": config.consensus.match, "confidence": confidence(rows),
         "counts": {"states": counts.states, "all_teachers_excluded": counts.all_teachers_excluded,
                    "unanswered": counts.unanswered, "abstained": counts.abstained, "agree": counts.agree,
                    "pairs": counts.pairs},

@@ -25,7 +25,8 @@ CSV_FILE, MARKDOWN_FILE, AGREEMENT_FILE, PLOT_FILE = "ablation.csv", "ablation.m
     "ablation.png"
 CSV_COLUMNS = ("pool", "teachers", "size", "states", "voted", "all_teachers_excluded", "unanswered",
                "reached", "abstained", "agree", "pairs", "consensus_rate", "abstain_rate", "agree_rate",
-               "cost_usd", "jaccard_full", "excluded_same_family", "dataset")
+               "cost_usd", "jaccard_full", "excluded_same_family", "dataset", "reached_exact",
+               "reached_intent", "invalid")
 
 
 def csv_row(counts: PoolCounts, folder: str) -> dict[str, Any]:
@@ -57,19 +58,24 @@ def csv_text(rows: list[PoolCounts], dirs: list[str]) -> str:
     return buffer.getvalue()
 
 
-def agreement_csv_text(matrix: AgreementMatrix) -> str:
-    """agreement.csv: one line per ordered pair of teachers.
+def agreement_csv_text(matrix: AgreementMatrix, intent: AgreementMatrix | None = None) -> str:
+    """agreement.csv: one line per ordered pair of teachers; with `intent`, its agreement at the
+    intent tier in three more columns.
 
     >>> from replay.ablation.agreement import PairAgreement
     >>> m = AgreementMatrix(teachers=["a"], cells=[[PairAgreement(a="a", b="a", states=2, agree=2, raw=1.0)]])
-    >>> agreement_csv_text(m).splitlines()
-    ['teacher_a,teacher_b,states,agree,raw,kappa', 'a,a,2,2,1.0,']
+    >>> agreement_csv_text(m, m).splitlines()
+    ['teacher_a,teacher_b,states,agree,raw,kappa,agree_intent,raw_intent,kappa_intent', 'a,a,2,2,1.0,,2,1.0,']
     """
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["teacher_a", "teacher_b", "states", "agree", "raw", "kappa"])
-    for line in matrix.cells:
-        writer.writerows([c.a, c.b, c.states, c.agree, c.raw, c.kappa] for c in line)
+    extra = ["agree_intent", "raw_intent", "kappa_intent"] if intent is not None else []
+    writer.writerow(["teacher_a", "teacher_b", "states", "agree", "raw", "kappa", *extra])
+    for i, line in enumerate(matrix.cells):
+        for j, c in enumerate(line):
+            more = [] if intent is None else [intent.cells[i][j].agree, intent.cells[i][j].raw,
+                                              intent.cells[i][j].kappa]
+            writer.writerow([c.a, c.b, c.states, c.agree, c.raw, c.kappa, *more])
     return buffer.getvalue()
 
 
@@ -103,12 +109,14 @@ def markdown_text(ablation: Ablation) -> str:
         lines += [f"**{ablation.missing} answers the early-stop run never asked were counted as no vote** "
                   f"(--allow-missing): pools of the teachers asked last are biased.", ""]
     lines += ["| pool | teachers | voted | consensus | abstain | agree w/ student | pairs | USD | "
-              "Jaccard vs full | excluded |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+              "Jaccard vs full | excluded | exact / intent |",
+              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for row, folder in zip(ablation.rows, ablation.dirs, strict=True):
         lines.append(f"| [{row.pool}]({folder}/README.md) | {len(row.teachers)} | {row.voted} | "
                      f"{_percent(row.consensus_rate)} | {_percent(row.abstain_rate)} | "
                      f"{_percent(row.agree_rate)} | {row.pairs} | {row.cost_usd:.4f} | "
-                     f"{_number(row.jaccard)} | {row.all_teachers_excluded} |")
+                     f"{_number(row.jaccard)} | {row.all_teachers_excluded} | "
+                     f"{row.reached_exact} / {row.reached_intent} |")
     lines += ["", "- **voted**: states the pool decided on (consensus or abstention); **excluded**: states "
               "where every teacher of the pool shares the student's family (never asked, as in "
               "`replay.run`).",
@@ -116,8 +124,12 @@ def markdown_text(ablation: Ablation) -> str:
               "the states with a consensus where the student did the same (no pair).",
               "- **USD**: what the pool's answers cost when first made, cache hits included, so pools "
               "compare whatever the cache held.",
-              "- **Jaccard vs full**: overlap of the pool's pairs (by state_id) with the full pool's.", ""]
+              "- **Jaccard vs full**: overlap of the pool's pairs (by state_id) with the full pool's.",
+              "- **exact / intent**: states with a consensus reached at the exact tier (the same canonical "
+              "action) / only at the intent tier (the same intent, written differently).", ""]
     lines += _matrix_lines(ablation.agreement)
+    if ablation.agreement_intent is not None:
+        lines += _matrix_lines(ablation.agreement_intent)
     return "\n".join(lines)
 
 
@@ -128,10 +140,14 @@ def _matrix_lines(matrix: AgreementMatrix) -> list[str]:
            for name, line in zip(matrix.teachers, matrix.cells, strict=True)]
     kappa = [f"| **{name}** | " + " | ".join(_number(c.kappa) for c in line) + " |"
              for name, line in zip(matrix.teachers, matrix.cells, strict=True)]
-    return ["## Teacher agreement (full pool)", "",
-            "Share of the states both teachers answered where their actions are canonically equivalent "
+    if matrix.tier == "intent":
+        title, alike, category = "at the intent tier", "have the same intent", "intent key"
+    else:
+        title, alike, category = "(full pool)", "are canonically equivalent", "canonical form"
+    return [f"## Teacher agreement {title}", "",
+            f"Share of the states both teachers answered where their actions {alike} "
             "(states in brackets):", "", header, rule, *raw, "",
-            "Cohen's kappa (each canonical form a category; n/a where undefined):", "", header, rule,
+            f"Cohen's kappa (each {category} a category; n/a where undefined):", "", header, rule,
             *kappa, ""]
 
 
@@ -225,6 +241,6 @@ def write_outputs(ablation: Ablation) -> None:
     out = Path(ablation.out)
     out.mkdir(parents=True, exist_ok=True)
     write_text(out / CSV_FILE, csv_text(ablation.rows, ablation.dirs))
-    write_text(out / AGREEMENT_FILE, agreement_csv_text(ablation.agreement))
+    write_text(out / AGREEMENT_FILE, agreement_csv_text(ablation.agreement, ablation.agreement_intent))
     write_text(out / MARKDOWN_FILE, markdown_text(ablation))
     write_plot(ablation, out / PLOT_FILE)

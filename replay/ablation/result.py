@@ -18,7 +18,8 @@ class Ablation(BaseModel):
     method: str
     rows: list[PoolCounts]
     dirs: list[str]
-    agreement: AgreementMatrix
+    agreement: AgreementMatrix                     # at the exact tier
+    agreement_intent: AgreementMatrix | None = None  # the same teachers at the intent tier
     calls: dict[str, int] = Field(default_factory=lambda: {"made": 0, "cached": 0, "failed": 0})
     missing: int = 0  # answers counted as no vote (--allow-missing)
 

@@ -69,10 +69,11 @@ def ablate(config: AblateConfig, console: Console | None = None) -> Ablation:
 
             deciders = asyncio.run(ask_missing(data, pools, gaps if config.allow_calls else [], calls, task))
         rows, dirs = evaluate_pools(config, data, pools, deciders, task)
-    matrix = agreement_matrix(data.states, data.answers, [spec.name for spec in data.specs])
+    names = [spec.name for spec in data.specs]
     result = Ablation(run=config.run, out=config.out_dir, method=method, rows=rows, dirs=dirs,
-                      agreement=matrix, calls={k: calls[k] for k in ("made", "cached", "failed")},
-                      missing=missing)
+                      agreement=agreement_matrix(data.states, data.answers, names),
+                      agreement_intent=agreement_matrix(data.states, data.answers, names, "intent"),
+                      calls={k: calls[k] for k in ("made", "cached", "failed")}, missing=missing)
     write_outputs(result)
     return result
 

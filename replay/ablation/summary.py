@@ -17,13 +17,14 @@ def print_summary(ablation: Ablation, console: Console | None = None) -> None:
     table = Table(title=f"teacher-pool ablation → {ablation.out}", box=box.SIMPLE_HEAD,
                   caption="* the run's own pool; rates over the states voted on (agree: over consensus)")
     table.add_column("pool", no_wrap=True)
-    for column in ("voted", "consensus", "abstain", "agree", "pairs", "USD", "Jaccard"):
+    for column in ("voted", "consensus", "abstain", "agree", "pairs", "USD", "Jaccard", "exact/intent"):
         table.add_column(column, justify="right", no_wrap=True)
     for number, row in enumerate(ablation.rows):
         table.add_row(row.pool + (" *" if number == 0 else ""), str(row.voted),
                       f"{100 * row.consensus_rate:.1f}%", f"{100 * row.abstain_rate:.1f}%",
                       f"{100 * row.agree_rate:.1f}%", str(row.pairs), f"{row.cost_usd:.4f}",
-                      "n/a" if row.jaccard is None else f"{row.jaccard:.2f}")
+                      "n/a" if row.jaccard is None else f"{row.jaccard:.2f}",
+                      f"{row.reached_exact}/{row.reached_intent}")
     console.print(table)
     calls = ablation.calls
     if any(calls.values()):

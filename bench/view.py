@@ -1,0 +1,139 @@
+"""View build speed and page sizes: `python -m replay.view` over a synthetic run of N states.
+
+    python bench/view.py [--states 20000] [--turns 40] [--repeat 3] [--browser]
+
+The run folder is made up (no teacher is called): traces of --turns turns whose context grows by two
+messages a turn (a ~300-character user or tool message and an assistant tool call), three teachers
+answering every state (a pair, an agreement or no majority, by state), a few failed answers. Measured,
+each in a fresh process, medians of --repeat:
+- the view build (`python -m replay.view RUN`), against a baseline that does the least a page per state
+  needs: read every state through `load_states` and write its JSON to a file of its own (ratio);
+- the largest file written and the bytes the list page loads (states.html + its data scripts);
+- with --browser, headless Chromium's `--dump-dom` of the list page (all N states indexed, filters drawn)
+  against the same for the overview (ratio): what "opens fast" costs over a page with no index.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+from ingestion.schema import Action, Proposal, ToolCall, TraceState  # noqa: E402
+
+TEACHERS = ("gpt-5", "deepseek", "kimi")
+COMMANDS = ["ls -la", "pytest -q", "git status", "git diff --stat", "cat setup.cfg"]
+BASELINE = """
+import sys, orjson
+from pathlib import Path
+from replay.pipeline import load_states
+out = Path(sys.argv[2]); out.mkdir()
+for n, state in enumerate(load_states(Path(sys.argv[1]) / "states.jsonl")):
+    (out / f"{n}.json").write_bytes(orjson.dumps(state.model_dump(mode="json")))
+"""
+
+
+def bash(command: str, call_id: str) -> Action:
+    return Action(tool_calls=[ToolCall(id=call_id, name="Bash", arguments={"command": command})])
+
+
+def build_run(folder: Path, n: int, turns: int) -> None:
+    """The states, proposals.jsonl, run.json and report.json of a finished 3-teacher run."""
+    from ingestion.store import StateWriter
+    from replay.files import write_json, write_jsonl
+    from replay.options import PoolOptions, RunConfig
+
+    folder.mkdir(parents=True, exist_ok=True)
+    proposals = []
+    with StateWriter(folder) as writer:
+        for i in range(n):
+            turn = i % turns
+            task = f"Fix issue {i // turns}: " + "details " * 40
+            messages: list[dict] = [{"role": "system", "content": "You are a coding agent. " * 40},
+                                    {"role": "user", "content": task}]
+            for t in range(turn):
+                messages.append(bash(COMMANDS[t % 5], f"c{t}").to_message())
+                messages.append({"role": "tool", "tool_call_id": f"c{t}", "content": f"output {t} " * 30})
+            state = TraceState(state_id=f"bench:{i}", trace_id=f"bench-{i // turns}", turn=turn,
+                               source="claude_code", messages=messages,
+                               student_action=bash(COMMANDS[i % 5], "s"), student_model="claude-sonnet-4-5",
+                               metadata={"cwd": "/repo"})
+            writer.write(state)
+            for k, teacher in enumerate(TEACHERS):
+                command = COMMANDS[(i + (k if i % 3 == 2 else 1)) % 5] if i % 4 else COMMANDS[i % 5]
+                failed = (i * 7 + k) % 50 == 0
+                proposals.append(Proposal(state_id=state.state_id, teacher=teacher, model=teacher,
+                                          action=None if failed else bash(command, "t"),
+                                          error="rate_limit: 429" if failed else None,
+                                          prompt_tokens=3000, completion_tokens=40, cost_usd=0.001))
+    write_jsonl(folder / "proposals.jsonl", (p.model_dump(mode="json") for p in proposals))
+    config = RunConfig(source=Path("bench"), out=folder, pool=PoolOptions(teachers=",".join(TEACHERS)))
+    write_json(folder / "run.json", config.model_dump(mode="json"))
+    write_json(folder / "report.json", {"states": n, "traces": -(-n // turns)})
+
+
+def timed(argv: list[str]) -> float:
+    started = time.perf_counter()
+    subprocess.run(argv, cwd=ROOT, check=True, capture_output=True)
+    return time.perf_counter() - started
+
+
+def dump_time(browser: str, url: str, profile: Path) -> float:
+    return timed([browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run",
+                  f"--user-data-dir={profile}", "--dump-dom", url])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--states", type=int, default=20_000)
+    parser.add_argument("--turns", type=int, default=40)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--browser", action="store_true", help="also time headless Chromium (Debian's)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-view-") as tmp:
+        run = Path(tmp) / "run"
+        build_run(run, args.states, args.turns)
+        size = sum((run / name).stat().st_size for name in ("states.jsonl", "traces.jsonl"))
+        print(f"{args.states:,} states in {-(-args.states // args.turns):,} traces, "
+              f"states.jsonl + traces.jsonl {size / 1e6:.0f} MB")
+        views, bases = [], []
+        for k in range(args.repeat):
+            bases.append(timed([sys.executable, "-c", BASELINE, str(run), str(Path(tmp) / f"base{k}")]))
+            shutil.rmtree(Path(tmp) / f"base{k}")
+            shutil.rmtree(run / "view", ignore_errors=True)   # deleting the last build is not building
+            views.append(timed([sys.executable, "-m", "replay.view", str(run)]))
+        view, base = statistics.median(views), statistics.median(bases)
+        print(f"view build: median {view:.1f} s ({args.states / view:,.0f} states/s); baseline (read "
+              f"every state, write one JSON file each): {base:.1f} s; ratio {view / base:.2f}")
+        files = [p for p in (run / "view").rglob("*") if p.is_file()]
+        largest = max(files, key=lambda p: p.stat().st_size)
+        listing = [run / "view/states.html", *sorted((run / "view/data").glob("*.js"))]
+        print(f"largest file {largest.relative_to(run / 'view')} {largest.stat().st_size / 1e6:.2f} MB; "
+              f"the list page loads {sum(p.stat().st_size for p in listing) / 1e6:.2f} MB in "
+              f"{len(listing)} files; the view holds {len(files):,} files, "
+              f"{sum(p.stat().st_size for p in files) / 1e6:.0f} MB")
+        browser = shutil.which("chromium")
+        if args.browser and browser:
+            profile = Path(tmp) / "profile"
+            lists = [dump_time(browser, (run / "view/states.html").as_uri(), profile)
+                     for _ in range(args.repeat)]
+            overviews = [dump_time(browser, (run / "view/index.html").as_uri(), profile)
+                         for _ in range(args.repeat)]
+            print(f"chromium --dump-dom: list page median {statistics.median(lists):.2f} s, overview "
+                  f"{statistics.median(overviews):.2f} s; ratio "
+                  f"{statistics.median(lists) / statistics.median(overviews):.2f}")
+
+
+if __name__ == "__main__":
+    main()

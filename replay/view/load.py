@@ -1,0 +1,133 @@
+"""Every output of a run the viewer reads, read here and nowhere else.
+
+What a run writes keeps growing (new verdicts, report keys, dataset columns, a new state storage), so
+the viewer reads it in one place and tolerates what is absent: a `--dry-run` has no answers, an older
+run no `states_failed`, a run without `replay.ablate` no ablation. States come through the run's own
+reader (`replay.pipeline.load_states`), never parsed here.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+from pydantic import ValidationError
+
+from ingestion.schema import Proposal, ReplayError, TraceState
+from replay.options import RunConfig
+
+PAIRS_FILE = "pairs.jsonl"
+ABLATION_DIR = "ablation"
+ABLATION_PLOT, ABLATION_TABLE = "ablation.png", "ablation.csv"
+# What the viewer keeps of a pairs.jsonl row (a judge's choice is only known from it): never the prompt.
+PAIR_KEYS = ("state_id", "chosen", "winner_teachers", "teachers", "agreement", "votes", "method")
+
+
+class ViewError(ReplayError):
+    """The folder is not a run the viewer can read."""
+
+
+@dataclass
+class RunOutputs:
+    """A run folder as the viewer sees it; states are streamed separately (`iter_states`)."""
+
+    folder: Path
+    report: dict[str, Any]
+    config: RunConfig | None                     # None: no run.json, or one this version cannot read
+    answers: dict[str, list[Proposal]] = field(default_factory=dict)
+    judged_pairs: dict[str, dict[str, Any]] = field(default_factory=dict)   # judge runs only
+    ablation_rows: list[dict[str, str]] = field(default_factory=list)
+    ablation_plot: Path | None = None
+
+    @property
+    def teachers(self) -> str | None:
+        """The pool as given to --teachers, when the run asked teachers."""
+        if self.config is None or self.config.pool is None or self.config.dry_run:
+            return None
+        return self.config.pool.teachers
+
+    @property
+    def method(self) -> str:
+        return self.config.consensus.method if self.config is not None else "vote"
+
+
+def load_run(folder: Path) -> RunOutputs:
+    """The run's report, settings, answers and ablation outputs (a one-line ViewError if it is no run)."""
+    from replay.pipeline import CONFIG_FILE, PROPOSALS_FILE, REPORT_FILE, STATES_FILE
+
+    if not folder.is_dir():
+        raise ViewError(f"{folder}: no such folder (give the --out folder of a replay.run)")
+    if not (folder / STATES_FILE).is_file():
+        raise ViewError(f"{folder / STATES_FILE} not found: {folder} is not the --out folder of a replay.run")
+    outputs = RunOutputs(folder=folder, report=_json(folder / REPORT_FILE) or {},
+                         config=_config(folder / CONFIG_FILE))
+    if (folder / PROPOSALS_FILE).is_file() and outputs.teachers is not None:
+        outputs.answers = _answers(folder / PROPOSALS_FILE)
+    if outputs.method == "judge" and (folder / PAIRS_FILE).is_file():
+        outputs.judged_pairs = _pair_rows(folder / PAIRS_FILE)
+    ablation = folder / ABLATION_DIR
+    if (ablation / ABLATION_TABLE).is_file():
+        with open(ablation / ABLATION_TABLE, newline="", encoding="utf-8") as handle:
+            outputs.ablation_rows = list(csv.DictReader(handle))
+    if (ablation / ABLATION_PLOT).is_file():
+        outputs.ablation_plot = ablation / ABLATION_PLOT
+    return outputs
+
+
+def iter_states(folder: Path) -> Iterator[TraceState]:
+    """The run's states, in the run's order, one at a time (20,000 states never sit in memory)."""
+    from replay.pipeline import STATES_FILE, load_states
+
+    try:
+        yield from load_states(folder / STATES_FILE)
+    except (orjson.JSONDecodeError, ValidationError) as error:
+        raise ViewError(f"{folder / STATES_FILE}: not states written by replay.run "
+                        f"({str(error).splitlines()[0]})") from error
+
+
+def _json(path: Path) -> Any:
+    if not path.is_file():
+        return None
+    try:
+        return orjson.loads(path.read_bytes())
+    except orjson.JSONDecodeError as error:
+        raise ViewError(f"{path}: not JSON ({error})") from error
+
+
+def _config(path: Path) -> RunConfig | None:
+    data = _json(path)
+    if data is None:
+        return None
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError:
+        return None   # a run.json from another version: the states and the report still show
+
+
+def _answers(path: Path) -> dict[str, list[Proposal]]:
+    answers: dict[str, list[Proposal]] = {}
+    with open(path, "rb") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                proposal = Proposal.model_validate(orjson.loads(line))
+            except (orjson.JSONDecodeError, ValidationError) as error:
+                raise ViewError(f"{path}:{number}: not a teacher answer ({str(error).splitlines()[0]})") \
+                    from error
+            answers.setdefault(proposal.state_id, []).append(proposal)
+    return answers
+
+
+def _pair_rows(path: Path) -> dict[str, dict[str, Any]]:
+    rows = {}
+    with open(path, "rb") as handle:
+        for line in handle:
+            if line.strip():
+                row = orjson.loads(line)
+                rows[row["state_id"]] = {key: row.get(key) for key in PAIR_KEYS}
+    return rows

@@ -1,0 +1,218 @@
+"""`python -m replay.view OUT`: the pages of a real loopback run, opened in a real headless Chromium.
+
+The run reads the committed examples plus a hostile session (markup in the prompt, a tool result and the
+student's answer). Tests that open a browser skip, saying why, where Debian's `chromium` is absent
+(`.ci/run` installs it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from replay.run import main as run_main
+from replay.view.cli import main as view_main
+from tests.llm_server import LLMServer, Reply, chat_completion, error_body
+from tests.sessions import assistant, text, tool_result, tool_use, user, write_session
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = "<script>alert(1)</script>"
+IMG = '"><img src=x onerror=alert(2)>'
+VERDICTS = {"pair": "pairs", "agree": "agree", "all_teachers_excluded": "states_all_teachers_excluded"}
+
+
+def hostile_session(folder: Path) -> Path:
+    """xss-check: the student runs `ls -la` (the teachers agree), then answers with markup (a pair)."""
+    return write_session(folder, [
+        user("u1", None, f"xss-check {SCRIPT} and {IMG}"),
+        assistant("a1", "u1", "msg_x1", tool_use("toolu_x1", "ls -la")),
+        user("u2", "a1", tool_result("toolu_x1", f"{IMG}\n{SCRIPT}")),
+        assistant("a2", "u2", "msg_x2", text(f"Done {IMG} {SCRIPT}")),
+    ])
+
+
+def teachers(body: dict[str, Any]) -> Reply:
+    """Deterministic: on the hostile session all say `ls -la`; elsewhere all one command (a pair) or one
+    each (no majority: abstained), by prompt; `c` refuses some requests outright (a failed call)."""
+    model, messages = body.get("model", ""), json.dumps(body.get("messages"), sort_keys=True)
+    h = int(hashlib.sha256(messages.encode()).hexdigest(), 16)
+    if model == "c" and h % 5 == 0:
+        return Reply(error_body("bad request", "invalid_request_error"), status=400)
+    if "xss-check" in messages:
+        command = "ls -la"
+    elif h % 2 == 0:
+        command = "git status"
+    else:
+        command = {"a": "ls -la", "b": "pytest -q", "c": "git status"}[model]
+    call = {"name": "Bash", "arguments": {"command": command}}
+    return Reply(chat_completion(tool_calls=[call], model=model))
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One run of a, b, c (and a Claude teacher, excluded on Claude students) with --view."""
+    root = tmp_path_factory.mktemp("view")
+    source = root / "source"
+    shutil.copytree(ROOT / "examples" / "sessions", source / "examples")
+    hostile_session(source / "hostile")
+    out = root / "out"
+    with LLMServer(teachers) as server:
+        pool = ",".join(f"{n}=openai/{n}@{server.url}" for n in "abc")
+        pool += f",sonnet=openai/claude-sonnet-4-5@{server.url}"
+        code = run_main(["--source", str(source), "--out", str(out), "--teachers", pool, "--cache",
+                         str(root / "cache.sqlite"), "--include-subagents", "--view"])
+    assert code == 0
+    return out
+
+
+class Elements(HTMLParser):
+    """Every element of a page: (tag, attributes), and its text."""
+
+    def __init__(self, page: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.text: list[str] = []
+        self.feed(page)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+    def by_id(self, page: str, ident: str) -> str:
+        found = re.search(rf'id="{re.escape(ident)}"[^>]*>([^<]*)<', page)
+        assert found, ident
+        return found.group(1).strip()
+
+
+def chromium() -> str:
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    if path is None:
+        pytest.skip("Chromium is not installed (Debian: apt-get install -y chromium; .ci/run installs it)")
+    return path
+
+
+def dump_dom(url: str, profile: Path) -> str:
+    """The DOM after the page's scripts ran, as headless Chromium prints it."""
+    done = subprocess.run([chromium(), "--headless", "--no-sandbox", "--disable-gpu",
+                           "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                           "--no-first-run", f"--user-data-dir={profile}", "--dump-dom", url],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "<html" in done.stdout, done.stderr[-2000:]
+    return done.stdout
+
+
+def report_of(out: Path) -> dict[str, Any]:
+    return json.loads((out / "report.json").read_text())
+
+
+def hostile_page(out: Path) -> Path:
+    return next(p for p in sorted((out / "view/states").glob("*.html")) if "xss-check" in p.read_text())
+
+
+def no_injected_elements(page: str) -> None:
+    parsed = Elements(page)
+    scripts = [attrs.get("src") for tag, attrs in parsed.tags if tag == "script"]
+    assert all(src and re.fullmatch(r"(\.\./)?(assets|data)/[\w.-]+\.js", src) for src in scripts), scripts
+    assert not [tag for tag, _ in parsed.tags if tag in ("img", "iframe", "object", "embed")]
+    assert not [(tag, a) for tag, attrs in parsed.tags for a in attrs if a.lower().startswith("on")]
+
+
+def test_the_view_is_written_with_every_page_small(run: Path) -> None:
+    view = run / "view"
+    report = report_of(run)
+    pages = sorted((view / "states").glob("*.html"))
+    assert len(pages) == report["states"] > 14
+    files = [p for p in view.rglob("*") if p.is_file()]
+    assert max(p.stat().st_size for p in files) < 2_000_000
+    assert not [p for p in files if re.search(rb"https?://(?!127\.0\.0\.1)", p.read_bytes())
+                and p.suffix != ".html"]                      # nothing fetched: no URL in assets or data
+    overview = (view / "index.html").read_text()
+    for verdict, key in VERDICTS.items():
+        assert Elements(overview).by_id(overview, f"count-{verdict}") == str(report[key])
+    assert Elements(overview).by_id(overview, "count-abstained") == str(report["consensus"]["abstained"])
+    assert report["pairs"] and report["agree"] and report["consensus"]["abstained"]
+
+
+def test_hostile_text_is_escaped_in_the_files(run: Path) -> None:
+    page = hostile_page(run).read_text()
+    assert SCRIPT not in page and "<img src=x" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    no_injected_elements(page)
+
+
+def test_overview_counts_in_chromium_equal_the_report(run: Path, tmp_path: Path) -> None:
+    report = report_of(run)
+    dom = dump_dom((run / "view/index.html").as_uri(), tmp_path / "profile")
+    counts = {v: int(Elements(dom).by_id(dom, f"count-{v}")) for v in [*VERDICTS, "abstained"]}
+    assert counts == {"pair": report["pairs"], "agree": report["agree"],
+                      "all_teachers_excluded": report["states_all_teachers_excluded"],
+                      "abstained": report["consensus"]["abstained"]}
+    if "states_failed" in report:
+        assert int(Elements(dom).by_id(dom, "count-failed")) == report["states_failed"]
+    teachers_row = re.search(r">sonnet</a></td>.*?</tr>", dom, re.S)
+    excluded = report["excluded_same_family"]["sonnet"]
+    assert excluded == report["states"] and teachers_row and f">{excluded}<" in teachers_row.group(0)
+
+
+def test_the_list_filters_and_a_pair_page_shows_both_actions(run: Path, tmp_path: Path) -> None:
+    report = report_of(run)
+    dom = dump_dom((run / "view/states.html").as_uri() + "#verdict=pair", tmp_path / "profile")
+    assert f"{report['pairs']} of {report['states']} states" in dom
+    links = re.findall(r'href="(states/\d+\.html)"', dom)
+    assert len(links) == min(report["pairs"], 100)
+    page = dump_dom((run / "view" / links[0]).as_uri(), tmp_path / "profile")
+    pair = re.search(r'id="pair".*?id="diff"', page, re.S)
+    assert pair and "chosen" in pair.group(0) and "rejected" in pair.group(0)
+    chosen, rejected = re.findall(r'class="msg assistant (chosen|rejected)"', pair.group(0))
+    assert (chosen, rejected) == ("chosen", "rejected")
+    assert re.search(r'class="(add|del)"', page)               # the tool-call diff
+
+
+def test_hostile_session_renders_as_text_in_chromium(run: Path, tmp_path: Path) -> None:
+    page = hostile_page(run)
+    dom = dump_dom(page.as_uri(), tmp_path / "profile")
+    no_injected_elements(dom)
+    text = "".join(Elements(dom).text)
+    assert SCRIPT in text and IMG in text                      # shown, as text
+    listing = dump_dom((run / "view/states.html").as_uri() + "#trace=11111111", tmp_path / "profile")
+    no_injected_elements(listing)
+    assert f"Done {IMG}" in "".join(Elements(listing).text)
+
+
+def test_a_dry_run_and_bad_folders(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    hostile = hostile_session(tmp_path / "src")
+    assert run_main(["--source", str(hostile), "--out", str(tmp_path / "dry"), "--dry-run"]) == 0
+    assert view_main([str(tmp_path / "dry")]) == 0
+    page = (tmp_path / "dry/view/states/1.html").read_text()
+    assert "not asked" in page and "&lt;script&gt;" in page
+    capsys.readouterr()
+    assert view_main([str(tmp_path / "nowhere")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "replay.view: error:" in err and "nowhere" in err
+    done = subprocess.run([sys.executable, "-m", "replay.view", str(tmp_path / "src")], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "states.jsonl not found" in done.stderr
+
+
+def test_the_overview_shows_an_ablation_when_the_run_has_one(run: Path, tmp_path: Path) -> None:
+    from replay.ablate import main as ablate_main
+
+    copy = tmp_path / "out"
+    shutil.copytree(run, copy, ignore=shutil.ignore_patterns("view"))
+    assert ablate_main(["--run", str(copy), "--pools", "a,b,c,sonnet;a,b"]) == 0
+    assert view_main([str(copy)]) == 0
+    overview = (copy / "view/index.html").read_text()
+    table = re.search(r'id="ablation".*?</table>', overview, re.S)
+    assert table and ">a+b<" in table.group(0)
+    assert '<img class="plot" src="ablation.png"' in overview and (copy / "view/ablation.png").is_file()
