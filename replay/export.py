@@ -150,7 +150,7 @@ _PROVENANCE = (("sources", "Sources"), ("student_models", "Student models"), ("t
                ("excluded_teachers", "Excluded teachers (same family as the student)"),
                ("method", "Consensus method"), ("min_agreement", "Minimum agreement"))
 _KNOWN = {key for key, _ in _PROVENANCE} | {"pairs", "counts", "cost_usd", "command", "pretty_name",
-                                           "license", "confidence"}
+                                           "license", "confidence", "unpriced"}
 _INTRO = """DPO preference pairs made by teacher-replay: at each assistant turn of an agent trace, a pool of
 teacher LLMs answered; their consensus is `chosen`, the student's real action is `rejected`."""
 _USE = """## Use
@@ -208,6 +208,8 @@ def card_text(info: Mapping[str, Any]) -> str:
     lines += [f"| {k} | {_show(v)} |" for k, v in counts.items() if k != "pairs"]
     lines += confidence_lines(info.get("confidence"))
     lines += ["", "## Cost", "", f"{float(info.get('cost_usd', 0.0)):.4f} USD of teacher calls.", ""]
+    if info.get("unpriced"):  # their calls count 0.0 above: say so rather than understate quietly
+        lines += [f"Unpriced (counted as 0): {', '.join(sorted(info['unpriced']))}.", ""]
     if other := {k: v for k, v in info.items() if k not in _KNOWN}:
         lines += ["## Run settings", ""] + [f"- **{k}**: {_show(v)}" for k, v in other.items()] + [""]
     lines += ["## Command", "", "```", str(info.get("command", "(not recorded)")), "```", "", _USE]

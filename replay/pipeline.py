@@ -100,8 +100,11 @@ def run(config: RunConfig, console: Console | None = None) -> Report:
     if config.pool is not None:
         pool = build_pool(config.pool)
         try:
+            report.extra["unpriced"] = pool.unpriced()
             if config.dry_run:
-                report.extra["estimate"] = estimate_run(pool, config.out)
+                report.extra["estimate"] = estimate_run(pool, config.out, config.pool.batch)
+                report.extra["estimate_model"] = ESTIMATE_MODEL.format(
+                    completion=pool.expected_completion_tokens)
             else:
                 asyncio.run(_replay(config, pool, report, console))
         finally:
@@ -135,18 +138,34 @@ def build_pool(options: PoolOptions) -> TeacherPool:
                        redact_key=redaction_key() if options.redact else None)
 
 
-def estimate_run(pool: TeacherPool, out: Path) -> dict[str, dict[str, float]]:
-    """--dry-run with teachers: tokens and USD each teacher would cost; calls nothing."""
+ESTIMATE_MODEL = ("prompt cache modelled per trace: a trace's first state at full price, then the prefix "
+                  "each state shares with the previous one at the cached price where the provider caches "
+                  "(teachers/prompt_cache.py); {completion} completion tokens assumed per call")
+
+
+def estimate_run(pool: TeacherPool, out: Path, batch: bool = False) -> dict[str, dict[str, float]]:
+    """--dry-run with teachers: tokens and USD each teacher would cost; calls nothing. States are read
+    in file order, which is each trace's turn order: the prompt cache is modelled per trace. `batch`:
+    teachers with a batch API at batch rates."""
+    from teachers.batch import batch_provider
+
+    batched = {t.name for t in pool.teachers if batch and batch_provider(t)}
     totals: dict[str, dict[str, float]] = {}
     for state in load_states(out):
-        for est in pool.estimate(state):
+        for est in pool.estimate(state, batched):
             row = totals.setdefault(est.teacher, {"calls": 0, "cached": 0, "prompt_tokens": 0,
-                                                  "completion_tokens": 0, "cost_usd": 0.0})
+                                                  "cached_prompt_tokens": 0, "completion_tokens": 0,
+                                                  "cost_usd": 0.0})
             row["calls"] += est.calls
             row["cached"] += est.cached
             row["prompt_tokens"] += est.prompt_tokens * est.calls
+            row["cached_prompt_tokens"] += est.cached_prompt_tokens * est.calls
             row["completion_tokens"] += est.completion_tokens * est.calls
             row["cost_usd"] += est.cost_usd
+            if est.batch:
+                row["batch"] = True
+                row["cost_usd_if_cached"] = row.get("cost_usd_if_cached", 0.0) + (est.cost_usd_if_cached
+                                                                                   or 0.0)
     return totals
 
 
@@ -160,6 +179,8 @@ async def _replay(config: RunConfig, pool: TeacherPool, report: Report, console:
         if not config.consensus.judge:
             raise ReplayError("--consensus judge needs --judge MODEL")
         judge = Judge(parse_pool(config.consensus.judge)[0], pool.cache, pool)
+    if config.pool is not None and config.pool.batch:
+        report.extra["batch"] = await prefetch_batches(config, pool, console)
     with _progress(report.states, "teachers", console) as (bar, task):
         def tick() -> None:
             stats = pool.stats
@@ -174,6 +195,22 @@ async def _replay(config: RunConfig, pool: TeacherPool, report: Report, console:
     export_pairs(config, outcomes.ordered_rows(), report)
 
 
+async def prefetch_batches(config: RunConfig, pool: TeacherPool, console: Console) -> dict[str, Any]:
+    """--batch: the batchable calls through the providers' batch APIs, answers into the cache."""
+    from dataclasses import asdict
+
+    from teachers.batch import Batcher
+    from teachers.batch_store import BatchStore
+
+    store = BatchStore(pool.cache.path)
+    try:
+        batcher = Batcher(pool, store, poll=config.pool.batch_poll if config.pool else 30.0,
+                          note=lambda text: console.print(text))
+        return asdict(await batcher.prefetch(load_states(config.out / STATES_FILE)))
+    finally:
+        store.close()
+
+
 def _fill_report(report: Report, pool: TeacherPool, outcomes: Any, judge: Any) -> None:
     from replay.decide import tier_counts
 
@@ -183,6 +220,11 @@ def _fill_report(report: Report, pool: TeacherPool, outcomes: Any, judge: Any) -
     report.tokens = pool_report["tokens"]
     report.cost_usd = pool_report["cost_usd"]
     report.extra["per_teacher"] = pool_report["per_teacher"]
+    prompt = report.tokens["prompt"]
+    share = report.tokens["cached_prompt"] / prompt if prompt else 0.0
+    report.extra["prompt_cache"] = {"hit_share": round(share, 4)}
+    report.extra["spend"] = {"max_cost": pool.spend.cap,
+                             "largest_call_usd": round(pool.spend.largest_call, 6)}
     verdicts = outcomes.verdicts
     report.states_all_teachers_excluded = verdicts["all_teachers_excluded"]
     report.consensus = {"reached": verdicts["agree"] + verdicts["pair"], "abstained": verdicts["abstained"],
@@ -229,7 +271,7 @@ def _card_info(config: RunConfig, rows: list[dict[str, Any]], report: Report) ->
         "counts": {"states": report.states, "all_teachers_excluded": report.states_all_teachers_excluded,
                    "abstained": report.consensus["abstained"], "agree": report.agree,
                    "pairs": report.pairs, "preflight_dropped": report.preflight_dropped},
-        "cost_usd": report.cost_usd, "command": config.command,
+        "cost_usd": report.cost_usd, "unpriced": report.extra.get("unpriced", {}), "command": config.command,
         "redaction": (f"on: {sum(report.redactions.values())} secrets replaced by [REDACTED:<rule>:<tag>] "
                       "in prompts, answers and every file (gitleaks rules + configs/redact.toml)"
                       if config.redact else "OFF (--no-redact): prompts hold the sessions' raw text"),

@@ -24,7 +24,7 @@ class Report(BaseModel):
     agree: int = 0
     pairs: int = 0
     preflight_dropped: int = 0
-    tokens: dict[str, int] = Field(default_factory=lambda: {"prompt": 0, "completion": 0})
+    tokens: dict[str, int] = Field(default_factory=lambda: {"prompt": 0, "completion": 0, "cached_prompt": 0})
     cost_usd: float = 0.0
     # Beyond the contract: where the numbers above come from.
     dry_run: bool = False

@@ -29,7 +29,7 @@ from ingestion.claude_code.history import HistoryBuilder, MessageCache
 from ingestion.claude_code.session import Group, Node, Session, load_session
 from ingestion.claude_code.tools import trace_tools
 from ingestion.options import IngestOptions
-from ingestion.prompt import system_message
+from ingestion.prompt import system_message, trace_environment
 from ingestion.schema import TraceState, make_state_id
 from ingestion.stats import IngestStats
 
@@ -141,6 +141,9 @@ def _trace_states(session: Session, trace: Trace, history: HistoryBuilder, optio
         else:
             turns.append(group)
     tools = trace_tools(call for g in turns for call in g.action.tool_calls)
+    # The system prompt is the trace's, from its first turn: a date (or branch) that moved mid-session
+    # would change the first message of every later request, and providers cache prompts by prefix.
+    opening = turns[0].first.envelope if turns else {}
     for turn, group in enumerate(turns):
         # Numbered before dedup so a state keeps its id whichever files a run reads.
         if group.key in seen_messages:
@@ -148,7 +151,8 @@ def _trace_states(session: Session, trace: Trace, history: HistoryBuilder, optio
             continue
         seen_messages.add(group.key)
         stats.states += 1
-        yield _state(session, trace, turn, group, _tools_at(session, group, tools), history, options, stats)
+        yield _state(session, trace, turn, group, _tools_at(session, group, tools), history, options, stats,
+                     opening)
 
 
 def _fork_start(session: Session, trace: Trace) -> int:
@@ -170,7 +174,8 @@ def _tools_at(session: Session, group: Group, default: list[dict[str, Any]]) -> 
 
 
 def _state(session: Session, trace: Trace, turn: int, group: Group, tools: list[dict[str, Any]],
-           history: HistoryBuilder, options: IngestOptions, stats: IngestStats) -> TraceState:
+           history: HistoryBuilder, options: IngestOptions, stats: IngestStats,
+           opening: dict[str, Any]) -> TraceState:
     first = group.first
     envelope = first.envelope
     metadata: dict[str, Any] = {
@@ -183,7 +188,7 @@ def _state(session: Session, trace: Trace, turn: int, group: Group, tools: list[
         metadata["agent_id"] = trace.agent_id or envelope.get("agentId")
         metadata.update(trace.meta)
     before, sizes, chars = history.build(group)
-    system = system_message(metadata, tools)
+    system = system_message(trace_environment(opening), tools)
     messages = [system, *before]
     messages, dropped = fit_context(messages, options.max_prompt_tokens, tools,
                                     chars=chars + len(system["content"]),
