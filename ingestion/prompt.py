@@ -22,8 +22,21 @@ def _render(cwd: str, git_branch: str, date: str, version: str, tool_names: tupl
                               tool_names=tool_names).strip()
 
 
+def trace_environment(envelope: dict[str, Any]) -> dict[str, Any]:
+    """What the system prompt says about a trace (cwd, branch, date, version), from the record of its
+    first turn. One per trace, never per state: each request of a trace must extend the one before it
+    exactly (providers cache prompts by prefix), and a date or branch that moves mid-session would change
+    the first message of every later request.
+
+    >>> trace_environment({"cwd": "/repo", "gitBranch": "main", "timestamp": "2025-06-14T23:42:08Z"})
+    {'cwd': '/repo', 'git_branch': 'main', 'timestamp': '2025-06-14T23:42:08Z', 'version': None}
+    """
+    return {"cwd": envelope.get("cwd"), "git_branch": envelope.get("gitBranch"),
+            "timestamp": envelope.get("timestamp"), "version": envelope.get("version")}
+
+
 def system_message(metadata: dict[str, Any], tools: list[dict[str, Any]]) -> dict[str, str]:
-    """The system message for a state, from its cwd, branch, date, version and tools.
+    """The system message for a trace, from its cwd, branch, date, version (`trace_environment`) and tools.
 
     >>> system_message({"cwd": "/repo", "timestamp": "2025-06-14T23:42:08Z"}, [])["content"].count("/repo")
     1

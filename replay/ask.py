@@ -16,7 +16,7 @@ from ingestion.schema import Proposal, TraceState
 from replay.options import ConsensusOptions
 from teachers.cache import CacheEntry, ResponseCache, cache_key
 from teachers.client import complete
-from teachers.cost import call_cost, estimate, usage
+from teachers.cost import call_cost, estimate, response_cost, usage
 from teachers.pool import TeacherPool
 from teachers.registry import TeacherSpec
 
@@ -58,7 +58,7 @@ async def ask_state(pool: TeacherPool, state: TraceState, early_stop: bool, min_
         return Answers([])
     by_name = {t.name: t for t in eligible}
     ordered = [by_name[n] for n in order_by_cost(
-        list(by_name), lambda n: call_cost(by_name[n].model, _NOMINAL_TOKENS, _NOMINAL_TOKENS))]
+        list(by_name), lambda n: call_cost(by_name[n], _NOMINAL_TOKENS, _NOMINAL_TOKENS))]
     context = context_of(state)
     proposals: list[Proposal] = []
     votes: list[str | None] = []
@@ -106,7 +106,7 @@ class Judge:
             return None
         text = ((body.get("choices") or [{}])[0].get("message") or {}).get("content") or ""
         prompt_tokens, completion_tokens = usage(body)
-        cost = call_cost(self.spec.model, prompt_tokens, completion_tokens)
+        cost = response_cost(self.spec, body)  # its usage, cached input at the cached price
         self.cache.put(key, CacheEntry(model=self.spec.model, response_json=text, prompt_tokens=prompt_tokens,
                                        completion_tokens=completion_tokens, cost_usd=cost))
         self.calls["made"] += 1

@@ -45,7 +45,7 @@ _PROVENANCE = (("sources", "Sources"), ("student_models", "Student models"), ("t
                ("method", "Consensus method"), ("min_agreement", "Minimum agreement"))
 _KNOWN = {key for key, _ in _PROVENANCE} | {"pairs", "counts", "cost_usd", "command", "pretty_name",
                                            "license", "lengths", "templates", "max_length", "splits",
-                                           "columns", "confidence"}
+                                           "columns", "confidence", "unpriced"}
 _INTRO = """DPO preference pairs made by teacher-replay: at each assistant turn of an agent trace, a pool of
 teacher LLMs answered; their consensus is `chosen`, the student's real action is `rejected`."""
 # Flags whose value is a local path; tokenizers may also be Hub names (`org/name`, kept).
@@ -204,6 +204,8 @@ def card_text(info: Mapping[str, Any]) -> str:
     lines += [f"| `{c}` | {COLUMN_DOCS.get(c, '')} |" for c in info.get("columns", PAIR_COLUMNS)]
     lines += ["", *_lengths(info.get("lengths") or {}), *_templates(info.get("templates") or {})]
     lines += ["## Cost", "", f"{float(info.get('cost_usd', 0.0)):.4f} USD of teacher calls.", ""]
+    if info.get("unpriced"):  # their calls count 0.0 above: say so rather than understate quietly
+        lines += [f"Unpriced (counted as 0): {', '.join(sorted(info['unpriced']))}.", ""]
     if other := {k: v for k, v in info.items() if k not in _KNOWN}:
         lines += ["## Run settings", ""] + [f"- **{k}**: {_show(v)}" for k, v in other.items()] + [""]
     lines += ["## Command", "", "```", public_command(str(info.get("command", "(not recorded)"))), "```", ""]
@@ -248,7 +250,7 @@ def run_card_info(config: RunConfig, rows: list[dict[str, Any]], report: Report)
                    "abstained": report.consensus["abstained"], "agree": report.agree,
                    "pairs": report.pairs, "preflight_dropped": report.preflight_dropped,
                    **{f"dropped: {reason}": n for reason, n in dropped.items()}},
-        "cost_usd": report.cost_usd, "command": config.command,
+        "cost_usd": report.cost_usd, "unpriced": report.extra.get("unpriced", {}), "command": config.command,
         "lengths": lengths, "max_length": train_length(lengths, config.export.max_length),
         "templates": report.extra.get("preflight_templates", {}), "splits": report.extra.get("splits"),
         "redaction": (f"on: {sum(report.redactions.values())} secrets replaced by [REDACTED:<rule>:<tag>] "

@@ -13,7 +13,7 @@ from consensus.methods import student_match
 from consensus.result import ConsensusResult
 from consensus.validity import invalid_reasons
 from ingestion.schema import Proposal, TraceState
-from replay.ask import Judge, ask_state, decide
+from replay.ask import Answers, Judge, ask_state, decide
 from replay.options import ConsensusOptions
 from replay.pairs import PromptMemo, pair_row
 from teachers.pool import TeacherPool
@@ -94,13 +94,15 @@ def count(outcomes: Outcomes, settled: Settled, result: ConsensusResult | None,
 async def replay_states(states: Iterable[TraceState], pool: TeacherPool, options: ConsensusOptions,
                         judge: Judge | None = None,
                         on_state: Callable[[], None] | None = None) -> Outcomes:
-    """Ask, decide and pair every state; a bounded window of states is in flight at once."""
+    """Ask, decide and pair every state. One trace's states are asked in turn order, each once the
+    previous one's answers are in, so every request finds the one before it (which it extends) in the
+    provider's prompt cache; different traces run concurrently, a bounded number at a time."""
     outcomes = Outcomes()
-    window = asyncio.Semaphore(max(pool.concurrency * 2, 4))
+    slots = asyncio.Semaphore(max(pool.concurrency, 4))  # traces in flight
+    done: dict[str, asyncio.Task[None]] = {}  # a trace's latest run, should its states come back later
 
-    async def one(index: int, state: TraceState) -> None:
+    async def settle_state(index: int, state: TraceState, answers: Answers) -> None:
         try:
-            answers = await ask_state(pool, state, options.early_stop, options.min_agreement, options.match)
             outcomes.calls_saved += answers.calls_saved
             outcomes.usd_saved += answers.usd_saved
             outcomes.proposals[index] = answers.proposals
@@ -110,12 +112,33 @@ async def replay_states(states: Iterable[TraceState], pool: TeacherPool, options
             if settled.row is not None:
                 outcomes.rows[index] = settled.row
         finally:
-            window.release()
             if on_state is not None:
                 on_state()
 
+    async def run_trace(queue: asyncio.Queue[tuple[int, TraceState] | None], after: asyncio.Task[None] | None,
+                        group: asyncio.TaskGroup) -> None:
+        try:
+            if after is not None:
+                await after
+            while (item := await queue.get()) is not None:
+                index, state = item
+                answers = await ask_state(pool, state, options.early_stop, options.min_agreement,
+                                          options.match)
+                group.create_task(settle_state(index, state, answers))  # the judge need not hold the trace
+        finally:
+            slots.release()
+
     async with asyncio.TaskGroup() as group:
+        trace_id, queue = None, None
         for index, state in enumerate(states):
-            await window.acquire()
-            group.create_task(one(index, state))
+            if state.trace_id != trace_id or queue is None:
+                if queue is not None:
+                    queue.put_nowait(None)
+                await slots.acquire()
+                trace_id, queue = state.trace_id, asyncio.Queue()
+                done[trace_id] = group.create_task(run_trace(queue, done.get(trace_id), group))
+            queue.put_nowait((index, state))
+            await asyncio.sleep(0)  # reading the states file must not keep the calls waiting
+        if queue is not None:
+            queue.put_nowait(None)
     return outcomes

@@ -22,6 +22,8 @@ class PoolOptions(StrictModel):
     allow_same_family: bool = False
     redact: bool = True               # teachers' answers too (states: RunConfig.redact)
     max_response_bytes: int = 10_000_000
+    batch: bool = False          # through the providers' batch APIs (teachers/batch.py), half price
+    batch_poll: float = 30.0     # seconds between polls of submitted batches
 
 
 class ConsensusOptions(StrictModel):

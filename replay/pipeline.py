@@ -9,15 +9,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import orjson
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ingestion.options import IngestOptions
-from ingestion.schema import ReplayError, TraceState
+from ingestion.schema import ReplayError
 from ingestion.sources import find_files, iter_states
 from ingestion.stats import IngestStats
-from replay.files import temp_path, write_json, write_jsonl
+from ingestion.store import STATES_FILE as STATES_FILE  # re-exported: the name callers knew
+from ingestion.store import StateWriter, load_states
+from replay.files import write_json, write_jsonl
 from replay.options import PoolOptions, RunConfig
 from replay.report import Report
 
@@ -25,7 +26,6 @@ if TYPE_CHECKING:
     from teachers.pool import TeacherPool
     from teachers.redact_state import StateRedactor
 
-STATES_FILE = "states.jsonl"
 REPORT_FILE = "report.json"
 PROPOSALS_FILE = "proposals.jsonl"
 CONFIG_FILE = "run.json"  # the run's settings, for replay.ablate
@@ -39,27 +39,20 @@ def _progress(total: int, label: str, console: Console) -> Iterator[tuple[Progre
         yield bar, bar.add_task(label, total=total, info="")
 
 
-def dump_state(state: TraceState) -> bytes:
-    return orjson.dumps(state.model_dump(mode="json")) + b"\n"
-
-
 def ingest_to_file(source: Path, out: Path, options: IngestOptions, console: Console | None = None,
                    redactor: StateRedactor | None = None) -> tuple[Report, IngestStats]:
-    """Read every state under `source` into `out/states.jsonl`, each redacted by `redactor` (the one
-    redaction pass: teachers, outputs and the card all see these states); return the report so far."""
+    """Read every state under `source` into `out` (states.jsonl + traces.jsonl, ingestion/store.py), each
+    redacted by `redactor` (the one redaction pass: teachers, outputs and the card all see these
+    states); return the report so far."""
     console = console or Console(stderr=True)
-    out.mkdir(parents=True, exist_ok=True)
-    files = find_files(source)
     stats = IngestStats()
-    target = out / STATES_FILE
-    tmp = temp_path(target)
-    with _progress(len(files), "ingesting", console) as (bar, task), open(tmp, "wb") as handle:
+    files = find_files(source, stats)
+    with _progress(len(files), "ingesting", console) as (bar, task), StateWriter(out) as writer:
         def done(_path: Path) -> None:
             bar.update(task, advance=1, info=f"{stats.states} states")
 
         for state in iter_states(source, options, stats, files=files, on_file=done):
-            handle.write(dump_state(redactor(state) if redactor is not None else state))
-    os.replace(tmp, target)
+            writer.write(redactor(state) if redactor is not None else state)
     report = Report()
     report.add_ingest(stats)
     if redactor is not None:
@@ -89,14 +82,6 @@ def redaction_key() -> bytes:
     return path.read_text().strip().encode()
 
 
-def load_states(path: Path) -> Iterator[TraceState]:
-    """States written by an earlier run (states.jsonl)."""
-    with open(path, "rb") as handle:
-        for line in handle:
-            if line.strip():
-                yield TraceState.model_validate(orjson.loads(line))
-
-
 def run(config: RunConfig, console: Console | None = None) -> Report:
     """The whole run: ingest, then (unless --dry-run or no teachers) ask, decide, pair and export."""
     console = console or Console(stderr=True)
@@ -116,8 +101,11 @@ def run(config: RunConfig, console: Console | None = None) -> Report:
     if config.pool is not None:
         pool = build_pool(config.pool)
         try:
+            report.extra["unpriced"] = pool.unpriced()
             if config.dry_run:
-                report.extra["estimate"] = estimate_run(pool, config.out / STATES_FILE)
+                report.extra["estimate"] = estimate_run(pool, config.out, config.pool.batch)
+                report.extra["estimate_model"] = ESTIMATE_MODEL.format(
+                    completion=pool.expected_completion_tokens)
             else:
                 asyncio.run(_replay(config, pool, report, console))
         finally:
@@ -151,18 +139,34 @@ def build_pool(options: PoolOptions) -> TeacherPool:
                        redact_key=redaction_key() if options.redact else None)
 
 
-def estimate_run(pool: TeacherPool, states_path: Path) -> dict[str, dict[str, float]]:
-    """--dry-run with teachers: tokens and USD each teacher would cost; calls nothing."""
+ESTIMATE_MODEL = ("prompt cache modelled per trace: a trace's first state at full price, then the prefix "
+                  "each state shares with the previous one at the cached price where the provider caches "
+                  "(teachers/prompt_cache.py); {completion} completion tokens assumed per call")
+
+
+def estimate_run(pool: TeacherPool, out: Path, batch: bool = False) -> dict[str, dict[str, float]]:
+    """--dry-run with teachers: tokens and USD each teacher would cost; calls nothing. States are read
+    in file order, which is each trace's turn order: the prompt cache is modelled per trace. `batch`:
+    teachers with a batch API at batch rates."""
+    from teachers.batch import batch_provider
+
+    batched = {t.name for t in pool.teachers if batch and batch_provider(t)}
     totals: dict[str, dict[str, float]] = {}
-    for state in load_states(states_path):
-        for est in pool.estimate(state):
+    for state in load_states(out):
+        for est in pool.estimate(state, batched):
             row = totals.setdefault(est.teacher, {"calls": 0, "cached": 0, "prompt_tokens": 0,
-                                                  "completion_tokens": 0, "cost_usd": 0.0})
+                                                  "cached_prompt_tokens": 0, "completion_tokens": 0,
+                                                  "cost_usd": 0.0})
             row["calls"] += est.calls
             row["cached"] += est.cached
             row["prompt_tokens"] += est.prompt_tokens * est.calls
+            row["cached_prompt_tokens"] += est.cached_prompt_tokens * est.calls
             row["completion_tokens"] += est.completion_tokens * est.calls
             row["cost_usd"] += est.cost_usd
+            if est.batch:
+                row["batch"] = True
+                row["cost_usd_if_cached"] = row.get("cost_usd_if_cached", 0.0) + (est.cost_usd_if_cached
+                                                                                   or 0.0)
     return totals
 
 
@@ -176,18 +180,36 @@ async def _replay(config: RunConfig, pool: TeacherPool, report: Report, console:
         if not config.consensus.judge:
             raise ReplayError("--consensus judge needs --judge MODEL")
         judge = Judge(parse_pool(config.consensus.judge)[0], pool.cache, pool)
+    if config.pool is not None and config.pool.batch:
+        report.extra["batch"] = await prefetch_batches(config, pool, console)
     with _progress(report.states, "teachers", console) as (bar, task):
         def tick() -> None:
             stats = pool.stats
             bar.update(task, advance=1, info=f"calls {stats.made} · cached {stats.cached} · "
                                              f"failed {stats.failed} · ${stats.cost_usd:.4f}")
 
-        outcomes = await replay_states(load_states(config.out / STATES_FILE), pool, config.consensus,
+        outcomes = await replay_states(load_states(config.out), pool, config.consensus,
                                        judge, on_state=tick)
     proposals = (p.model_dump(mode="json") for p in outcomes.ordered_proposals())
     write_jsonl(config.out / PROPOSALS_FILE, proposals)
     _fill_report(report, pool, outcomes, judge)
     export_pairs(config, outcomes.ordered_rows(), report)
+
+
+async def prefetch_batches(config: RunConfig, pool: TeacherPool, console: Console) -> dict[str, Any]:
+    """--batch: the batchable calls through the providers' batch APIs, answers into the cache."""
+    from dataclasses import asdict
+
+    from teachers.batch import Batcher
+    from teachers.batch_store import BatchStore
+
+    store = BatchStore(pool.cache.path)
+    try:
+        batcher = Batcher(pool, store, poll=config.pool.batch_poll if config.pool else 30.0,
+                          note=lambda text: console.print(text))
+        return asdict(await batcher.prefetch(load_states(config.out / STATES_FILE)))
+    finally:
+        store.close()
 
 
 def _fill_report(report: Report, pool: TeacherPool, outcomes: Any, judge: Any) -> None:
@@ -199,6 +221,11 @@ def _fill_report(report: Report, pool: TeacherPool, outcomes: Any, judge: Any) -
     report.tokens = pool_report["tokens"]
     report.cost_usd = pool_report["cost_usd"]
     report.extra["per_teacher"] = pool_report["per_teacher"]
+    prompt = report.tokens["prompt"]
+    share = report.tokens["cached_prompt"] / prompt if prompt else 0.0
+    report.extra["prompt_cache"] = {"hit_share": round(share, 4)}
+    report.extra["spend"] = {"max_cost": pool.spend.cap,
+                             "largest_call_usd": round(pool.spend.largest_call, 6)}
     verdicts = outcomes.verdicts
     report.states_all_teachers_excluded = verdicts["all_teachers_excluded"]
     report.consensus = {"reached": verdicts["agree"] + verdicts["pair"], "abstained": verdicts["abstained"],

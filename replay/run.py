@@ -25,7 +25,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--out", type=Path, default=Path("replay-out"),
                         help="output folder (default: ./replay-out)")
     parser.add_argument("--dry-run", action="store_true",
-                        help="ingest and estimate only: write states.jsonl and report.json (with tokens "
+                        help="ingest and estimate only: write the states (states.jsonl + traces.jsonl; "
+                             "python -m replay.states OUT prints them in full) and report.json (with tokens "
                              "and USD per teacher when --teachers is given), call nothing")
     _ingest_flags(parser.add_argument_group("ingestion"))
     _teacher_flags(parser.add_argument_group("teachers"))
@@ -73,6 +74,12 @@ def _teacher_flags(group: argparse._ArgumentGroup) -> None:
                             "are redacted once, right after ingestion; the dataset card says which)")
     group.add_argument("--max-response-mb", type=float, default=10.0, metavar="MB",
                        help="a teacher answer larger than this is a counted failure, never read whole (10)")
+    group.add_argument("--batch", action="store_true",
+                       help="send OpenAI and Anthropic teachers' calls through their batch APIs at half "
+                            "price (answers within 24 h; a killed run resumes polling the same batches); "
+                            "others are called directly")
+    group.add_argument("--batch-poll", type=float, default=30.0, metavar="S",
+                       help="seconds between polls of submitted batches (30)")
 
 
 def _consensus_flags(group: argparse._ArgumentGroup) -> None:
@@ -133,12 +140,14 @@ def config_from_args(args: argparse.Namespace, argv: list[str]) -> RunConfig:
                           "to only ingest")
     if args.max_response_mb <= 0:
         raise ReplayError(f"--max-response-mb must be > 0, got {args.max_response_mb}")
+    if args.batch and args.early_stop:
+        raise ReplayError("--batch asks every teacher at once; it cannot be combined with --early-stop")
     pool = None
     if args.teachers:
         pool = PoolOptions(teachers=args.teachers, cache=args.cache, concurrency=args.concurrency,
                            per_teacher=args.per_teacher, samples=args.samples, timeout=args.timeout,
                            max_cost=args.max_cost, allow_same_family=args.allow_same_family,
-                           redact=not args.no_redact,
+                           redact=not args.no_redact, batch=args.batch, batch_poll=args.batch_poll,
                            max_response_bytes=int(args.max_response_mb * 1_000_000))
     return RunConfig(
         source=args.source, out=args.out, dry_run=args.dry_run, pool=pool, redact=not args.no_redact,

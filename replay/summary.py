@@ -24,11 +24,34 @@ def print_summary(report: Report, out: str, console: Console | None = None) -> N
                  ("consensus exact / intent tier",
                   f"{report.consensus.get('exact', 0)} / {report.consensus.get('intent', 0)}"),
                  ("agree", report.agree), ("pairs", report.pairs),
-                 ("cost (USD)", f"{report.cost_usd:.4f}")]
+                 ("cost (USD)", f"{report.cost_usd:.4f}"), ("prompt cache", _cache_line(report))]
     for teacher, est in sorted(report.extra.get("estimate", {}).items()):
         tokens = f"{est['prompt_tokens']:,}"
-        rows.append((f"estimate {teacher}", f"{est['calls']} calls · {tokens} prompt tokens · "
-                                            f"${est['cost_usd']:.2f}"))
+        cached = est.get("cached_prompt_tokens", 0) / est["prompt_tokens"] if est["prompt_tokens"] else 0.0
+        batch = (f" by batch (${est['cost_usd_if_cached']:.2f} if the batch hits the prompt cache)"
+                 if est.get("batch") else "")
+        rows.append((f"estimate {teacher}", f"{est['calls']} calls · {tokens} prompt tokens "
+                                            f"({cached:.0%} cached) · ${est['cost_usd']:.2f}{batch}"))
+    if report.extra.get("estimate"):
+        total = sum(est["cost_usd"] for est in report.extra["estimate"].values())
+        rows.append(("estimate (USD)", f"${total:.2f}, prompt cache modelled per trace"))
+    if batch := report.extra.get("batch"):
+        direct = f" · called directly: {', '.join(batch['direct'])}" if batch["direct"] else ""
+        rows.append(("batches", f"{batch['submitted']} submitted · {batch['resumed']} resumed · "
+                                f"{batch['answered']} answers at batch price{direct}"))
+    unpriced = sorted(report.extra.get("unpriced", {}).items())
+    rows += [(f"unpriced {teacher}", reason) for teacher, reason in unpriced]
     for name, value in rows:
         table.add_row(name, str(value))
     console.print(table)
+
+
+def _cache_line(report: Report) -> str:
+    """How much of the prompt tokens paid for the providers served from their prompt caches.
+
+    >>> print(_cache_line(Report(tokens={"prompt": 1000, "completion": 5, "cached_prompt": 870})))
+    87% of 1,000 prompt tokens read from the providers' caches
+    """
+    prompt, cached = report.tokens.get("prompt", 0), report.tokens.get("cached_prompt", 0)
+    share = cached / prompt if prompt else 0.0
+    return f"{share:.0%} of {prompt:,} prompt tokens read from the providers' caches"

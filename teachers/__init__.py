@@ -1,7 +1,9 @@
 """teacher-replay: teachers — the pool of teacher LLMs that answer each trace state.
 
 Registry & families (`registry`), secret redaction (`redact`), the SQLite response cache (`cache`),
-litellm calls with one retry policy (`client`), cost (`cost`), and the pool that ties them (`pool`).
+litellm calls with one retry policy (`client`), cost from returned usage (`cost`), the providers'
+prompt caches (`prompt_cache`), the `--max-cost` cap (`spend`), batch APIs (`batch`, `batch_store`),
+and the pool that ties them (`pool`).
 Importing this package is cheap: litellm and the RE2 secret rules load on first use.
 """
 

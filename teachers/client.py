@@ -178,6 +178,34 @@ def missing_keys(spec: TeacherSpec) -> list[str]:
     return missing
 
 
+def call_kwargs(spec: TeacherSpec, tools: list[dict[str, Any]],
+                options: dict[str, Any] | None = None) -> dict[str, Any]:
+    """litellm arguments of a teacher's call besides model, messages, timeout, retries and client.
+
+    >>> sorted(call_kwargs(TeacherSpec(name="a", model="openai/m", api_base="http://h/v1",
+    ...                                params={"temperature": 0, "timeout": 5}), []))
+    ['api_base', 'api_key', 'temperature']
+    """
+    # The call's own arguments win: a `timeout` or `num_retries` in params would be a TypeError.
+    kwargs: dict[str, Any] = {k: v for k, v in spec.params.items() if k not in _OWN_ARGUMENTS}
+    if tools:
+        kwargs["tools"] = tools
+    if spec.api_base:
+        kwargs["api_base"] = spec.api_base
+    kwargs.update({k: v for k, v in (options or {}).items() if k not in _OWN_ARGUMENTS})
+    key = api_key_for(spec)
+    if key is not None:
+        kwargs["api_key"] = key
+    return kwargs
+
+
+def retrying(policy: RetryPolicy, on_retry: Any = None) -> AsyncRetrying:
+    """The one retry policy, for any call to a provider (completions, batch files and batches)."""
+    return AsyncRetrying(stop=stop_after_attempt(max(policy.attempts, 1)), wait=_wait(policy),
+                         retry=retry_if_exception(is_retryable), reraise=True,
+                         before_sleep=(lambda state: on_retry()) if on_retry else None)
+
+
 def _http_client(litellm: Any, spec: TeacherSpec) -> Any:
     """The capped client for this teacher's provider (teachers.http), passed the way litellm takes it."""
     install_sdk_client(litellm)  # providers served through the OpenAI SDK
@@ -190,23 +218,17 @@ def _http_client(litellm: Any, spec: TeacherSpec) -> Any:
 
 async def complete(spec: TeacherSpec, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *,
                    timeout: float, policy: RetryPolicy, on_retry: Any = None,
-                   max_response_bytes: int = 10_000_000) -> dict[str, Any]:
+                   max_response_bytes: int = 10_000_000,
+                   options: dict[str, Any] | None = None) -> dict[str, Any]:
     """The chat.completion body (a plain dict) for one call; raises the last error when all attempts fail.
-    An answer over `max_response_bytes` raises (teachers.http.ResponseTooLarge, wrapped) unread."""
+    An answer over `max_response_bytes` raises (teachers.http.ResponseTooLarge, wrapped) unread.
+    `options`: per-call litellm options that do not change the answer (prompt-cache hints)."""
     litellm = load_litellm()
     # litellm logs failed calls with the provider's message, which may echo the key sent.
     install_log_scrubbing("LiteLLM", "LiteLLM Router", "LiteLLM Proxy")
     MAX_RESPONSE_BYTES.set(max_response_bytes)  # this task's calls only
     client = _http_client(litellm, spec)
-    # The call's own arguments win: a `timeout` or `num_retries` in params would be a TypeError.
-    kwargs: dict[str, Any] = {k: v for k, v in spec.params.items() if k not in _OWN_ARGUMENTS}
-    if tools:
-        kwargs["tools"] = tools
-    if spec.api_base:
-        kwargs["api_base"] = spec.api_base
-    key = api_key_for(spec)
-    if key is not None:
-        kwargs["api_key"] = key
+    kwargs = call_kwargs(spec, tools, options)
     if client is not None:
         kwargs["client"] = client
 
@@ -214,10 +236,7 @@ async def complete(spec: TeacherSpec, messages: list[dict[str, Any]], tools: lis
         return await litellm.acompletion(model=spec.model, messages=messages, timeout=timeout,
                                          num_retries=0, max_retries=0, **kwargs)
 
-    retrying = AsyncRetrying(stop=stop_after_attempt(max(policy.attempts, 1)), wait=_wait(policy),
-                             retry=retry_if_exception(is_retryable), reraise=True,
-                             before_sleep=(lambda state: on_retry()) if on_retry else None)
-    response = await retrying(attempt)
+    response = await retrying(policy, on_retry)(attempt)
     return response.model_dump(mode="json", exclude_none=True)
 
 

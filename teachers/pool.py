@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import orjson
@@ -18,10 +18,12 @@ import orjson
 from ingestion.schema import Action, Proposal, TraceState
 from teachers.cache import CacheEntry, ResponseCache, cache_key
 from teachers.client import RetryPolicy, complete, describe_error, parse_action
-from teachers.cost import Estimate, call_cost, estimate, usage
+from teachers.cost import Estimate, Tokens, cost_of, response_cost, tokens_of, unpriced_reason
+from teachers.prompt_cache import PrefixModel
 from teachers.redact_state import redact_action
 from teachers.registry import TeacherSpec, split_by_family
-from teachers.request import build_request
+from teachers.request import build_request, call_options
+from teachers.spend import Spend, worst_case
 from teachers.stats import PoolStats, TeacherStats
 
 # Bump when the way a state becomes a request changes, so old cache rows stop matching.
@@ -32,8 +34,9 @@ _REQUEST_MEMO = 256  # states whose built request is kept: one state is asked by
 class TeacherPool:
     """Ask a pool of teachers what they would do at a state.
 
-    `timeout` is per attempt; `max_cost` (USD) stops new network calls once this run has spent it
-    (cache hits are still served; the calls not made get `error="budget_exhausted"`).
+    `timeout` is per attempt; `max_cost` (USD) is a hard cap on what this run spends (`teachers.spend`:
+    each call reserves its worst case before it is sent; cache hits are still served; the calls that no
+    longer fit get `error="budget_exhausted"`).
     """
 
     def __init__(self, teachers: Sequence[TeacherSpec], *, cache: ResponseCache | None = None,
@@ -55,6 +58,10 @@ class TeacherPool:
         self.prompt_version = prompt_version
         self.expected_completion_tokens = expected_completion_tokens
         self.stats = PoolStats()
+        self.spend = Spend(max_cost)
+        self.batched: dict[str, bool] = {}  # keys a provider batch answered in this run: paid now, not cached
+        self._live = PrefixModel()       # the prompt cache as the calls of this run meet it (reservations)
+        self._planned = PrefixModel()    # the same for a dry run's estimate
         self._requests: OrderedDict[str, tuple[TraceState, list[dict[str, Any]], list[dict[str, Any]]]] = \
             OrderedDict()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -110,38 +117,95 @@ class TeacherPool:
         try:
             key = self.key(teacher, state, sample)
             if (entry := self.cache.get(key)) is not None:
+                if self.batched.pop(key, None) is not None:  # this run's batch paid for it
+                    self._count_made(counts, entry, orjson.loads(entry.response_json or "{}"), batched=True)
+                    return self._redacted(self._proposal(base, entry, counts, cached=False))
                 counts.cached += 1
                 return self._redacted(self._proposal(base, entry, counts, cached=True))
             messages, tools = self.request(state)
+            expected, worst = self._reservation(teacher, state, messages, tools)
             total, mine = self._semaphores(teacher.name)
             async with mine, total:
-                if self._over_budget():
+                held = await self.spend.reserve(expected, worst)
+                if held is None:
                     counts.budget_exhausted += 1
                     return Proposal(**base, error="budget_exhausted")
-                body = await complete(teacher, messages, tools, timeout=self.timeout, policy=self.retry,
-                                      on_retry=lambda: setattr(counts, "retries", counts.retries + 1),
-                                      max_response_bytes=self.max_response_bytes)
-            entry = self._entry(teacher, body, sample)
+                paid = 0.0
+                options = call_options(teacher.model, teacher.api_base, state.trace_id)
+                try:
+                    body = await complete(teacher, messages, tools, timeout=self.timeout, policy=self.retry,
+                                          on_retry=lambda: setattr(counts, "retries", counts.retries + 1),
+                                          max_response_bytes=self.max_response_bytes, options=options)
+                    paid = response_cost(teacher, body)
+                finally:
+                    await self.spend.settle(held, paid)
+            entry = self._entry(teacher, body, sample, paid)
             self.cache.put(key, entry)  # committed now: a killed run keeps what it paid for
         except Exception as error:  # one teacher failing never fails a run
             counts.failed += 1
             return Proposal(**base, error=describe_error(error, teacher))
-        counts.made += 1
-        counts.prompt_tokens += entry.prompt_tokens
-        counts.completion_tokens += entry.completion_tokens
-        counts.cost_usd += entry.cost_usd
+        self._count_made(counts, entry, body)
         return self._redacted(self._proposal(base, entry, counts, cached=False))
 
-    def estimate(self, state: TraceState) -> list[Estimate]:
-        """Dry run: per eligible teacher, prompt tokens and USD for this state; no network.
-        Calls the cache already holds are counted as `cached` and cost nothing."""
+    def _reservation(self, teacher: TeacherSpec, state: TraceState, messages: list[dict[str, Any]],
+                     tools: list[dict[str, Any]]) -> tuple[float, float]:
+        """(expected, worst) USD of the call about to be sent; (0, 0) without a cap (nothing to reserve)."""
+        if self.spend.cap is None:
+            return 0.0, 0.0
+        tokens = self._live.predict(teacher, state.trace_id, messages, tools, self.expected_completion_tokens)
+        return cost_of(teacher, tokens), worst_case(teacher, tokens.prompt)
+
+    @staticmethod
+    def _count_made(counts: TeacherStats, entry: CacheEntry, body: dict[str, Any],
+                    batched: bool = False) -> None:
+        tokens = tokens_of(body)
+        counts.made += 1
+        counts.batched += batched
+        counts.prompt_tokens += entry.prompt_tokens
+        counts.completion_tokens += entry.completion_tokens
+        counts.cached_prompt_tokens += tokens.cached
+        counts.cache_write_tokens += tokens.cache_write
+        counts.cost_usd += entry.cost_usd
+
+    def prefix_tokens(self, teacher: TeacherSpec, messages: list[dict[str, Any]],
+                      tools: list[dict[str, Any]]) -> list[int]:
+        """Tokens of each block of a request (tools, then each message), counted once per message."""
+        return self._live.blocks(teacher, messages, tools)[1]
+
+    def store_batch_answer(self, teacher: TeacherSpec, key: str, sample: int, body: dict[str, Any]) -> None:
+        """An answer a provider batch returned: into the cache at the batch price, counted as made
+        (not cached) when this run asks for it."""
+        self.cache.put(key, self._entry(teacher, body, sample, response_cost(teacher, body, batch=True)))
+        self.batched[key] = True
+
+    def estimate(self, state: TraceState, batch: Collection[str] = ()) -> list[Estimate]:
+        """Dry run: per eligible teacher, tokens and USD for this state; no network. Call in turn order:
+        the prompt cache is modelled per trace (`teachers.prompt_cache`): the prefix this state shares
+        with the trace's previous state at the cached price, the rest at full price, the trace's first
+        state at full price. Calls the response cache already holds are counted as `cached` and cost
+        nothing. `batch`: the teachers asked through a batch API: batch rates, and no prompt-cache hit
+        assumed (batches hit it best-effort)."""
         messages, tools = self.request(state)
         out = []
         for teacher in self.split(state)[0]:
             hits = sum(self.cache.get(self.key(teacher, state, s)) is not None for s in range(self.samples))
-            out.append(estimate(teacher, messages, tools, self.expected_completion_tokens,
-                                calls=self.samples, cached=hits))
+            tokens = self._planned.predict(teacher, state.trace_id, messages, tools,
+                                           self.expected_completion_tokens)
+            paid = max(self.samples - hits, 0)
+            batched = teacher.name in batch
+            if_cached = cost_of(teacher, tokens, batch=True) * paid if batched else None
+            if batched:
+                tokens = Tokens(tokens.prompt, tokens.completion)
+            out.append(Estimate(teacher=teacher.name, model=teacher.model, calls=self.samples, cached=hits,
+                                prompt_tokens=tokens.prompt, completion_tokens=tokens.completion,
+                                cached_prompt_tokens=tokens.cached, batch=batched,
+                                cost_usd=cost_of(teacher, tokens, batch=batched) * paid,
+                                cost_usd_if_cached=if_cached))
         return out
+
+    def unpriced(self) -> dict[str, str]:
+        """Teacher name → why its calls cost 0.0 (no price for a custom endpoint, or none in the map)."""
+        return {t.name: reason for t in self.teachers if (reason := unpriced_reason(t))}
 
     # --- helpers -----------------------------------------------------------------------------------
 
@@ -155,24 +219,21 @@ class TeacherPool:
             self._per[teacher] = asyncio.Semaphore(self.per_teacher)
         return self._global, self._per[teacher]
 
-    def _over_budget(self) -> bool:
-        return self.max_cost is not None and self.stats.cost_usd >= self.max_cost
-
     def _redacted(self, proposal: Proposal) -> Proposal:
         if self.redact_key is None or proposal.action is None:
             return proposal
         return proposal.model_copy(update={"action": redact_action(proposal.action, self.redact_key)[0]})
 
     @staticmethod
-    def _entry(teacher: TeacherSpec, body: dict[str, Any], sample: int) -> CacheEntry:
+    def _entry(teacher: TeacherSpec, body: dict[str, Any], sample: int, cost_usd: float) -> CacheEntry:
+        """The cache row of an answer; `cost_usd` from its usage (`response_cost`, batch or not)."""
         choices = body.get("choices") or [{}]
         action, error = parse_action(choices[0].get("message") or {})
-        prompt_tokens, completion_tokens = usage(body)
+        tokens = tokens_of(body)
         return CacheEntry(model=teacher.model, sample=sample, response_json=orjson.dumps(body).decode(),
                           action_json=action.model_dump_json() if action else None, error=error,
-                          prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
-                          cost_usd=call_cost(teacher.model, prompt_tokens, completion_tokens),
-                          created=time.time())
+                          prompt_tokens=tokens.prompt, completion_tokens=tokens.completion,
+                          cost_usd=cost_usd, created=time.time())
 
     @staticmethod
     def _proposal(base: dict[str, Any], entry: CacheEntry, counts: TeacherStats, cached: bool) -> Proposal:

@@ -12,16 +12,19 @@ from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import Any
 
-from pydantic import ConfigDict, Field, SecretStr, model_validator
+from pydantic import ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from configs import config_path
 from ingestion.schema import ReplayError, StrictModel
+from teachers.price import Price
 
 # Params that carry credentials: never hashed, cached, logged or shown in a repr.
 SECRET_PARAM = re.compile(r"(?i)api_?key|secret|password|credential|authorization|headers"
                           r"|(?:^|_)token$|^aws_")
 # Call options that change how a request travels, not what the model answers.
 _TRANSPORT_PARAMS = frozenset({"api_base", "base_url", "timeout", "num_retries", "max_retries", "stream"})
+# `#price=` ends any pool entry: a fragment is never part of a model name, nor sent with a URL.
+_PRICE_SUFFIX = re.compile(r"#price=(?P<price>[^#\s]+)$")
 # An endpoint is http(s)://host[:port][/path]: lower-case scheme, no credentials, query or fragment.
 _URL = re.compile(r"^https?://(?:[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\])"
                   r"(?::(?P<port>[0-9]{1,5}))?(?:/[A-Za-z0-9._~!$&'()*+,;=:%/-]*)?$")
@@ -60,6 +63,12 @@ class TeacherSpec(StrictModel):
     params: dict[str, Any] = Field(default_factory=dict)
     api_base: str | None = None
     api_key: SecretStr | None = None
+    price: Price | None = None
+
+    @field_validator("price", mode="before")
+    @classmethod
+    def _price_text(cls, value: Any) -> Any:
+        return Price.parse(value) if isinstance(value, str) else value
 
     @model_validator(mode="before")
     @classmethod
@@ -82,6 +91,7 @@ class _Alias(StrictModel):
     family: str | None = None
     params: dict[str, Any] = Field(default_factory=dict)
     api_base: str | None = None
+    price: str | Price | None = None
 
 
 class _Registry(StrictModel):
@@ -157,6 +167,16 @@ def _is_litellm_model(model: str) -> bool:
     return True
 
 
+def _is_priced_model(model: str) -> bool:
+    from teachers.llm import load_litellm
+
+    try:
+        info = load_litellm().get_model_info(model)
+    except Exception:  # litellm raises for names its cost map lacks
+        return False
+    return bool(info.get("input_cost_per_token") or info.get("output_cost_per_token"))
+
+
 def _shown(entry: str) -> str:
     from teachers.redact import redact_text
 
@@ -189,11 +209,21 @@ def _split_endpoint(entry: str, rest: str) -> tuple[str, str | None]:
 
 
 def _spec(entry: str) -> TeacherSpec:
+    priced = _PRICE_SUFFIX.search(entry)
+    if priced:
+        try:
+            price = Price.parse(priced["price"])
+        except ValueError as error:
+            raise TeacherConfigError(f"teacher {_shown(entry)}: {error}") from None
+        if price.as_model and not _is_priced_model(price.as_model):
+            raise TeacherConfigError(f"teacher {_shown(entry)}: litellm's cost map has no price for "
+                                     f"{price.as_model!r}; give USD per 1M tokens (INPUT/OUTPUT) instead")
+        return _spec(entry[:priced.start()]).model_copy(update={"price": price})
     registry = _registry()
     if entry in registry.aliases:
         alias = registry.aliases[entry]
         return TeacherSpec(name=entry, model=alias.model, family=alias.family or infer_family(alias.model),
-                           params=alias.params, api_base=alias.api_base)
+                           params=alias.params, api_base=alias.api_base, price=alias.price)
     name, _, rest = entry.partition("=") if "=" in entry else ("", "", entry)
     if "=" in entry and (not name or any(c in name for c in "@/: \t")):
         raise TeacherConfigError(f"bad teacher entry {_shown(entry)}: expected {_ENDPOINT_FORM}")
@@ -213,7 +243,8 @@ def _spec(entry: str) -> TeacherSpec:
 
 
 def parse_pool(text: str | Iterable[str]) -> list[TeacherSpec]:
-    """Pool entries from `--teachers`: aliases, litellm strings, or `name=<model>@<base url>`.
+    """Pool entries from `--teachers`: aliases, litellm strings, or `name=<model>@<base url>`; any of
+    them may end in `#price=<model>` or `#price=INPUT/OUTPUT[/CACHED_INPUT[/CACHE_WRITE]]` (USD per 1M).
 
     >>> [(t.name, t.model, t.family) for t in parse_pool("deepseek,a=openai/m@http://127.0.0.1:8000/v1")]
     [('deepseek', 'deepseek/deepseek-chat', 'deepseek'), ('a', 'openai/m', None)]

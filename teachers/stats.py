@@ -19,7 +19,10 @@ class TeacherStats:
     retries: int = 0           # extra attempts the retry policy made
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_prompt_tokens: int = 0  # of prompt_tokens, read from the provider's prompt cache
+    cache_write_tokens: int = 0    # of prompt_tokens, written to it (Anthropic-style, billed above input)
     cost_usd: float = 0.0
+    batched: int = 0               # of `made`, answered through a provider batch (half price)
 
 
 @dataclass
@@ -71,6 +74,10 @@ class PoolStats:
         return self._sum("completion_tokens")
 
     @property
+    def cached_prompt_tokens(self) -> int:
+        return self._sum("cached_prompt_tokens")
+
+    @property
     def cost_usd(self) -> float:
         return float(self._sum("cost_usd"))
 
@@ -88,7 +95,8 @@ class PoolStats:
             "excluded_same_family": dict(sorted(self.excluded_same_family.items())),
             "states_all_teachers_excluded": self.states_all_excluded,
             "redactions": dict(sorted(self.redactions.items())),
-            "tokens": {"prompt": self.prompt_tokens, "completion": self.completion_tokens},
+            "tokens": {"prompt": self.prompt_tokens, "completion": self.completion_tokens,
+                       "cached_prompt": self.cached_prompt_tokens},
             "cost_usd": round(self.cost_usd, 6),
             "per_teacher": {name: asdict(t) for name, t in sorted(self.per_teacher.items())},
         }

@@ -182,7 +182,8 @@ def test_early_stop_runs_need_allow_calls_or_allow_missing(
         fixtures_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     session = next(fixtures_root.rglob("03eb5929-52b3-4b13-ada3-b93ae35806b8.jsonl"))  # 9 states
     with LLMServer(lambda body: varied({**body, "model": "a" if body["model"] != DEAR else "d"})) as server:
-        report = replay_run(session, tmp_path / "run", pool(server.url, DEAR, MID, CHEAP), "--early-stop")
+        priced = ",".join(f"{n}=openai/{n}@{server.url}#price={n}" for n in (DEAR, MID, CHEAP))  # spec prices
+        report = replay_run(session, tmp_path / "run", priced, "--early-stop")
         run = str(tmp_path / "run")
         asked = len(server.requests)
         assert asked < 27  # the two cheap ones agree: the dear one is rarely asked

@@ -95,7 +95,8 @@ CHEAP, MID, DEAR = "gpt-4o-mini", "gpt-4.1-mini", "gpt-4o"
 def test_early_stop_asks_two_when_two_agree(fixtures_root: Path, tmp_path: Path) -> None:
     session = next(fixtures_root.rglob("03eb5929-52b3-4b13-ada3-b93ae35806b8.jsonl"))  # 9 states
     responder = partial(scripted, agreeing=(CHEAP, MID))
-    teachers_order_dear_first = pool("{url}", DEAR, MID, CHEAP)
+    # loopback endpoints are priced only by their spec: each at the price of the model it stands for
+    teachers_order_dear_first = ",".join(f"{n}=openai/{n}@{{url}}#price={n}" for n in (DEAR, MID, CHEAP))
     with LLMServer(responder) as server:
         teachers = teachers_order_dear_first.replace("{url}", server.url)
         stopped = run(session, tmp_path / "early" / "out", teachers, "--early-stop")

@@ -220,11 +220,12 @@ def test_planted_secrets_never_leave_the_machine(tmp_path: Path) -> None:
 
 
 def test_budget_stops_new_calls_but_serves_cache(tmp_path: Path) -> None:
-    # gpt-4o is priced in litellm's map; 1M prompt tokens cost dollars, so one call exhausts $1.
+    # priced as gpt-4o (a loopback endpoint is priced only by its spec); 1M prompt tokens cost dollars,
+    # so one call exhausts $1.
     priced = chat_completion("ok", prompt_tokens=1_000_000)
     cache = ResponseCache(tmp_path / "c.sqlite")
     with LLMServer(lambda request: Reply(priced)) as server:
-        spec = teacher(server.url, model="openai/gpt-4o")
+        spec = teacher(server.url, model="openai/gpt-4o", price="gpt-4o")
         pool = TeacherPool([spec], cache=cache, samples=3, per_teacher=1, max_cost=1.0)
         proposals = run(pool, make_state())
         assert len(server.requests) == 1
@@ -255,7 +256,8 @@ def test_concurrency_is_bounded_per_teacher() -> None:
 
 def test_estimate_calls_nothing(tmp_path: Path) -> None:
     with LLMServer() as server:
-        pool = TeacherPool([teacher(server.url, model="openai/gpt-4o", name="priced"), teacher(server.url)],
+        pool = TeacherPool([teacher(server.url, model="openai/gpt-4o", name="priced", price="gpt-4o"),
+                            teacher(server.url)],
                            samples=2, cache=ResponseCache(tmp_path / "c.sqlite"))
         estimates = pool.estimate(make_state())
         assert server.requests == []

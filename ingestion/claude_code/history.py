@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -13,6 +14,8 @@ from ingestion.messages import is_user, join_users, merge_user_runs
 from ingestion.stats import IngestStats
 
 MISSING_RESULT = "[no tool result was recorded in the session]"
+MEMO_SIZE = 16   # prefixes kept: turns mostly extend the turn just before; a branch walks a bit further
+STOP_FEEDBACK = "Stop hook feedback:\n"   # the CLI's words (getStopHookMessage)
 
 Lookup = Callable[[str], dict[str, Any] | None]
 
@@ -50,6 +53,7 @@ class _Prefix:
 
     raw: list[dict[str, Any]]
     paired: list[dict[str, Any]]
+    sizes: list[int]     # message_chars of each paired message, so budgets never re-measure history
     emitted: set[str]
     calls: set[str]
     clean: bool          # every call answered in place, no orphan result
@@ -84,6 +88,10 @@ class MessageCache:
         return message if name is None else {"role": "tool", "tool_call_id": message["tool_call_id"],
                                              "name": name, "content": message.get("content", "")}
 
+    def feedback(self, texts: list[str]) -> dict[str, Any]:
+        """The user message a blocking Stop hook's texts became (one per hook, merged as the API does)."""
+        return self._cut({"role": "user", "content": "\n".join(STOP_FEEDBACK + t for t in texts)})
+
     def assistant(self, group: Group) -> dict[str, Any] | None:
         if group.key not in self._assistant:
             action = group.action
@@ -102,22 +110,24 @@ class MessageCache:
 
 class HistoryBuilder:
     """Histories of a session's turns. Turns of one conversation share their prefix, so each
-    history extends the one memoised at the nearest ancestor instead of walking to the root."""
+    history extends the one memoised at the nearest ancestor instead of walking to the root.
+    Only the latest MEMO_SIZE prefixes are kept: each is as long as its history, and keeping one per
+    turn would make memory grow with the square of the session's length."""
 
     def __init__(self, session: Session, cache: MessageCache, stats: IngestStats) -> None:
         self.session = session
         self.cache = cache
         self.stats = stats
-        self._memo: dict[str, _Prefix] = {}
+        self._memo: OrderedDict[str, _Prefix] = OrderedDict()
 
-    def build(self, group: Group) -> tuple[list[dict[str, Any]], int]:
-        """Messages before `group`'s turn, and their size in characters."""
+    def build(self, group: Group) -> tuple[list[dict[str, Any]], list[int], int]:
+        """Messages before `group`'s turn, each one's size, and their total size in characters."""
         start = group.first.parent
         nodes, hit = chain(self.session, start, self._memo.__contains__)
-        base = self._memo[hit] if hit else _Prefix([], [], set(), set(), True, 0)
+        base = self._memo[hit] if hit else _Prefix([], [], [], set(), set(), True, 0)
         emitted = set(base.emitted)
         emitted.add(group.key)
-        segment = self._convert(nodes, emitted)
+        segment = self._convert(nodes, emitted, base.raw[-1]["role"] if base.raw else None)
         emitted.discard(group.key)
         lookup = self._lookup(group)
         seg_calls = {c.get("id") or "" for m in segment for c in m.get("tool_calls") or ()}
@@ -125,23 +135,42 @@ class HistoryBuilder:
         if base.clean and seg_results <= seg_calls and not seg_calls & base.calls:
             # Nothing new answers an old call: pairing the new part alone gives the same result.
             tail, missing, orphans = pair_tool_results(segment, lookup)
-            paired, chars = _extend(base.paired, base.chars, merge_user_runs(tail))
+            paired, sizes, added = _extend(base.paired, base.sizes, merge_user_runs(tail))
+            chars = base.chars + added
         else:
             paired, missing, orphans = pair_tool_results(base.raw + segment, lookup)
             paired = merge_user_runs(paired)
-            chars = sum(message_chars(m) for m in paired)
+            sizes = [message_chars(m) for m in paired]
+            chars = sum(sizes)
         self.stats.budget["missing_tool_results"] += missing
         self.stats.budget["orphan_tool_results"] += orphans
-        prefix = _Prefix(base.raw + segment, paired, emitted, base.calls | seg_calls,
+        prefix = _Prefix(base.raw + segment, paired, sizes, emitted, base.calls | seg_calls,
                          base.clean and not missing and not orphans, chars)
         if start is not None:
             self._memo[start] = prefix
-        return paired, prefix.chars
+            self._memo.move_to_end(start)
+            if len(self._memo) > MEMO_SIZE:
+                self._memo.popitem(last=False)
+        return paired, sizes, prefix.chars
 
-    def _convert(self, nodes: list[Node], emitted: set[str]) -> list[dict[str, Any]]:
+    def _convert(self, nodes: list[Node], emitted: set[str], last_role: str | None) -> list[dict[str, Any]]:
         messages: list[dict[str, Any]] = []
+        pending: list[str] = []   # a blocking Stop hook's feedback not yet followed by a user message
+
+        def settle() -> None:
+            # Two assistant messages in a row with a blocked Stop hook between: the model saw the
+            # hook's feedback as a user turn, which the transcript did not always keep.
+            if pending and (messages[-1]["role"] if messages else last_role) == "assistant":
+                messages.append(self.cache.feedback(pending))
+                self.stats.history["hook_feedback"] += 1
+            pending.clear()
+
         for node in nodes:
-            if node.type == "user":
+            if node.feedback is not None:
+                if node.feedback_complete:
+                    pending.clear()
+                pending.extend(node.feedback)
+            elif node.type == "user":
                 messages.extend(self.cache.user(node))
             elif node.type == "assistant" and node.group not in emitted:
                 emitted.add(node.group)
@@ -150,7 +179,9 @@ class HistoryBuilder:
                     continue
                 message = self.cache.assistant(earlier)
                 if message is not None:
+                    settle()
                     messages.append(message)
+        settle()
         return messages
 
     def _lookup(self, group: Group) -> Lookup:
@@ -164,15 +195,17 @@ class HistoryBuilder:
         return lookup
 
 
-def _extend(paired: list[dict[str, Any]], chars: int, tail: list[dict[str, Any]]
-            ) -> tuple[list[dict[str, Any]], int]:
-    """`paired + tail` with user messages meeting at the seam merged, and its size in characters."""
-    chars += sum(message_chars(m) for m in tail)
+def _extend(paired: list[dict[str, Any]], sizes: list[int], tail: list[dict[str, Any]]
+            ) -> tuple[list[dict[str, Any]], list[int], int]:
+    """`paired + tail` with user messages meeting at the seam merged, each message's size, and the
+    characters the tail added."""
+    added = [message_chars(m) for m in tail]
     if paired and tail and is_user(paired[-1]) and is_user(tail[0]):
         joined = join_users(paired[-1], tail[0])
-        chars += message_chars(joined) - message_chars(paired[-1]) - message_chars(tail[0])
-        return [*paired[:-1], joined, *tail[1:]], chars
-    return paired + tail, chars
+        size = message_chars(joined)
+        return ([*paired[:-1], joined, *tail[1:]], [*sizes[:-1], size, *added[1:]],
+                size - sizes[-1] + sum(added[1:]))
+    return paired + tail, sizes + added, sum(added)
 
 
 def pair_tool_results(messages: list[dict[str, Any]],
