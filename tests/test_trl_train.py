@@ -71,22 +71,18 @@ TEMPLATES = ("qwen3", "llama3.1", "hermes", "gemma3")
 
 
 @pytest.fixture(scope="module")
-def fixtures_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def fixtures_run(tmp_path_factory: pytest.TempPathFactory, fixtures_root: Path) -> dict[str, Any]:
     """`replay.run` over every shared fixture with three loopback teachers, --max-length 8192 (the
     default 4-characters-per-token estimate), four real chat templates, a test split and a license."""
-    from tests.conftest import FIXTURES
-
-    if not FIXTURES.is_dir():
-        pytest.fail(f"shared fixtures not found at {FIXTURES}")
     root = tmp_path_factory.mktemp("fixtures_run")
     out = root / "out"
     with pytest.MonkeyPatch.context() as env:
         env.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-        states = list(iter_states(FIXTURES, IngestOptions(max_length=8192), IngestStats()))
+        states = list(iter_states(fixtures_root, IngestOptions(max_length=8192), IngestStats()))
         tiny = build_four_chars_tiny(root / "tiny", states)
         with LLMServer(partial(scripted, agreeing=("a", "b"))) as server:
             teachers = ",".join(f"{n}=openai/{n}@{server.url}" for n in "abc")
-            assert main(["--source", str(FIXTURES), "--out", str(out), "--teachers", teachers,
+            assert main(["--source", str(fixtures_root), "--out", str(out), "--teachers", teachers,
                          "--cache", str(root / "cache.sqlite"), "--max-length", "8192", "--license", "mit",
                          "--preflight-template", ",".join(TEMPLATES), "--test-split", "0.2"]) == 0
     return {"out": out, "tiny": tiny, "root": root,
@@ -189,5 +185,7 @@ def test_fixture_card_parses_names_no_path_and_splits_by_trace(fixtures_run: dic
     train, test = set(dataset["train"]["trace_id"]), set(dataset["test"]["trace_id"])
     assert train and test and not train & test
     assert report["extra"]["splits"] == {"train": dataset["train"].num_rows, "test": dataset["test"].num_rows}
-    hub_style = load_dataset(str(out))  # the card's `configs` point at the Arrow files
+    # The card's `configs` point at the Arrow files (a cache of our own: datasets' default one is
+    # shared by every folder named `out`).
+    hub_style = load_dataset(str(out), cache_dir=str(fixtures_run["root"] / "hf-datasets"))
     assert hub_style["test"].to_list() == dataset["test"].to_list()
