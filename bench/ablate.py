@@ -61,23 +61,23 @@ def base_states(kind: str) -> list[TraceState]:
 
 
 def build_run(folder: Path, n: int, kind: str, seed: int = 0) -> None:
-    """states.jsonl, proposals.jsonl and run.json of a finished 4-teacher run, without calling anyone."""
+    """The states, proposals.jsonl and run.json of a finished 4-teacher run, without calling anyone."""
     import orjson
 
+    from ingestion.store import StateWriter
     from replay.files import write_json, write_jsonl
     from replay.options import PoolOptions, RunConfig
-    from replay.pipeline import dump_state
 
     rng = random.Random(seed)
     base = base_states(kind)
     folder.mkdir(parents=True, exist_ok=True)
     proposals = []
-    with open(folder / "states.jsonl", "wb") as handle:
+    with StateWriter(folder) as writer:
         for i in range(n):
             state = base[i % len(base)].model_copy(update={
                 "state_id": f"bench:{i}", "trace_id": f"bench-{i // 40}", "turn": i % 40,
                 "student_model": "Qwen/Qwen3-Coder-30B-A3B-Instruct" if i % 5 == 0 else "claude-sonnet-4-5"})
-            handle.write(dump_state(state))
+            writer.write(state)
             right = (rng.randrange(2), rng.randrange(100))
             for name, (accuracy, usd) in TEACHERS.items():
                 if name == "qwen-coder" and i % 5 == 0:

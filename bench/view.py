@@ -48,14 +48,14 @@ def bash(command: str, call_id: str) -> Action:
 
 
 def build_run(folder: Path, n: int, turns: int) -> None:
-    """states.jsonl, proposals.jsonl, run.json and report.json of a finished 3-teacher run."""
+    """The states, proposals.jsonl, run.json and report.json of a finished 3-teacher run."""
+    from ingestion.store import StateWriter
     from replay.files import write_json, write_jsonl
     from replay.options import PoolOptions, RunConfig
-    from replay.pipeline import dump_state
 
     folder.mkdir(parents=True, exist_ok=True)
     proposals = []
-    with open(folder / "states.jsonl", "wb") as handle:
+    with StateWriter(folder) as writer:
         for i in range(n):
             turn = i % turns
             task = f"Fix issue {i // turns}: " + "details " * 40
@@ -68,7 +68,7 @@ def build_run(folder: Path, n: int, turns: int) -> None:
                                source="claude_code", messages=messages,
                                student_action=bash(COMMANDS[i % 5], "s"), student_model="claude-sonnet-4-5",
                                metadata={"cwd": "/repo"})
-            handle.write(dump_state(state))
+            writer.write(state)
             for k, teacher in enumerate(TEACHERS):
                 command = COMMANDS[(i + (k if i % 3 == 2 else 1)) % 5] if i % 4 else COMMANDS[i % 5]
                 failed = (i * 7 + k) % 50 == 0
@@ -104,9 +104,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-view-") as tmp:
         run = Path(tmp) / "run"
         build_run(run, args.states, args.turns)
-        size = (run / "states.jsonl").stat().st_size
+        size = sum((run / name).stat().st_size for name in ("states.jsonl", "traces.jsonl"))
         print(f"{args.states:,} states in {-(-args.states // args.turns):,} traces, "
-              f"states.jsonl {size / 1e6:.0f} MB")
+              f"states.jsonl + traces.jsonl {size / 1e6:.0f} MB")
         views, bases = [], []
         for k in range(args.repeat):
             bases.append(timed([sys.executable, "-c", BASELINE, str(run), str(Path(tmp) / f"base{k}")]))

@@ -6,7 +6,6 @@ three scripted teachers on loopback, `replay.run --view`, then headless Chromium
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -19,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+from ingestion.store import load_states  # noqa: E402
 from replay.run import main as run_main  # noqa: E402
 from tests.llm_server import LLMServer, Reply, chat_completion  # noqa: E402
 
@@ -42,8 +42,8 @@ def main() -> None:
         pool = ",".join(f"{n}=openai/{n}@{server.url}" for n in "abc")
         run_main(["--source", str(ROOT / "examples/sessions"), "--out", str(out), "--teachers", pool,
                   "--cache", str(Path(tmp) / "cache.sqlite"), "--view"])
-        states = [json.loads(line) for line in (out / "states.jsonl").read_text().splitlines()]
-        number = next(i for i, s in enumerate(states) if s["trace_id"] == TRACE and s["turn"] == TURN)
+        states = load_states(out)   # the one reader of stored states (ingestion/store.py)
+        number = next(i for i, s in enumerate(states) if s.trace_id == TRACE and s.turn == TURN)
         page = out / "view" / "states" / f"{number}.html"
         subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
                         "--disable-background-networking", "--disable-component-update", "--disable-sync",

@@ -1,15 +1,45 @@
-"""Budgets (ingestion rule 10): cut oversized messages, drop the oldest turns of long prompts.
+"""Budgets (ingestion rule 10): cut oversized messages, drop the oldest exchanges of long prompts.
+
+A state's context is fitted when it is ingested, so teachers and the dataset see the same prompt:
+
+- the teachers' budget, `--max-prompt-tokens`: prompt + tools;
+- the training length, `--max-length N`: prompt + tools + the longer of chosen and rejected. Chosen is not
+  known yet, so `N // COMPLETION_SHARE` tokens are reserved for it (or the student's action, when longer);
+  `replay.preflight` re-checks every row against N once chosen is known.
+
+Tokens are counted with `--tokenizer` when given, else estimated at `CHARS_PER_TOKEN` characters each,
+plus `MESSAGE_OVERHEAD` tokens per message for the role markers a chat template adds.
+
+Two transformations, both the same in every state of a trace (decision C1), so each state's prompt
+extends the previous state's prompt and providers' prompt caches hit:
+
+1. per message: a message longer than the message limit is cut to head + tail (`cut_text`); a pure
+   function of the message alone (done once per message in `claude_code/history.py`).
+2. per state: the system prompt and the first user message are always kept; whole exchanges (an
+   assistant message with its tool results, and what follows up to the next assistant message) are
+   dropped oldest first, **in large steps** (`trim_start`): the kept part starts at the first assistant
+   message whose offset (tokens of droppable messages before it) is at least `ceil(excess / step) * step`,
+   where `step = (limit - fixed) // 2` (`fixed` = tools + system prompt + first user message). The cut only
+   moves when the history has grown by another `step` tokens, so consecutive states share their trimmed
+   prefix; a state's prompt extends the previous state's exactly unless the trim point moved between them.
+   A state whose own action is longer than the reserve takes a larger multiple of the same step.
+   A trimmed state records `metadata["dropped_messages"]`: along one branch of a trace, the trim point
+   moved between two consecutive states exactly when that count differs (absent = 0).
 
 Pure functions; the caller counts what was cut.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import orjson
 
-from ingestion.options import CHARS_PER_TOKEN
+from ingestion.options import CHARS_PER_TOKEN, IngestOptions
+from ingestion.schema import TraceState
+from ingestion.stats import IngestStats
+from ingestion.tokens import MESSAGE_OVERHEAD, TokenCounter, counter_for
 
 
 def cut_text(text: str, limit: int) -> str:
@@ -42,6 +72,29 @@ def cut_value(value: Any, limit: int) -> Any:
     return value
 
 
+def cut_message(message: dict[str, Any], limit: int) -> dict[str, Any]:
+    """A message with its text and tool-call argument strings cut to `limit` characters (head + tail);
+    the message itself when nothing is over. Pure: the same message is cut the same in every state.
+
+    >>> cut_message({"role": "tool", "content": "abcdefghij"}, 4)["content"]
+    'ab\\n[... 6 characters cut ...]\\nij'
+    >>> m = {"role": "user", "content": "short"}
+    >>> cut_message(m, 10) is m
+    True
+    """
+    content = message.get("content") or ""
+    calls = message.get("tool_calls")
+    long_calls = bool(calls) and len(orjson.dumps(calls)) > limit
+    if len(content) <= limit and not long_calls:
+        return message
+    out = dict(message, content=cut_text(content, limit))
+    if long_calls:
+        out["tool_calls"] = [dict(c, function={"name": c["function"]["name"],
+                                               "arguments": cut_value(c["function"]["arguments"], limit)})
+                             for c in calls]
+    return message if out == message else out
+
+
 def message_chars(message: dict[str, Any]) -> int:
     """Rough size of a message as sent: its text plus its tool calls as JSON.
 
@@ -66,38 +119,129 @@ def estimate_tokens(messages: list[dict[str, Any]], tools: list[dict[str, Any]] 
     return chars // CHARS_PER_TOKEN
 
 
+def trim_start(sizes: list[int], roles: list[str], head: int, excess: int, step: int) -> int:
+    """Where the kept tail starts: messages[head:start] are dropped (see the module docstring).
+
+    The start is an assistant message, so no tool result loses its call and roles still alternate
+    after the first user message; the last message is always kept. Returns `head` when nothing need
+    go or nothing can.
+
+    >>> roles = ["system", "user", "assistant", "tool", "assistant", "tool", "user"]
+    >>> sizes = [10, 10, 50, 50, 50, 50, 10]
+    >>> trim_start(sizes, roles, 2, excess=60, step=100)   # drop 100 tokens: the first exchange
+    4
+    >>> trim_start(sizes, roles, 2, excess=30, step=100)   # the same grid point for a smaller excess
+    4
+    >>> trim_start(sizes, roles, 2, excess=0, step=100)
+    2
+    """
+    if excess <= 0:
+        return head
+    target = -(-excess // max(step, 1)) * max(step, 1)
+    offset, last = 0, head
+    for index in range(head, len(sizes)):
+        if roles[index] == "assistant" and index > head:
+            if offset >= target:
+                return index
+            last = index
+        offset += sizes[index]
+    return last
+
+
+class Budget:
+    """The budget of one session's states. Message sizes are memoised by identity: the history
+    builder hands every state of a trace the same message objects."""
+
+    def __init__(self, options: IngestOptions, counter: TokenCounter | None = None) -> None:
+        self.counter = counter or counter_for(options.tokenizer)
+        self.max_prompt = options.max_prompt_tokens
+        self.max_length = options.max_length
+        self.reserve = options.completion_reserve()
+        self._sizes: dict[int, tuple[dict[str, Any], int]] = {}
+        self._tools: dict[int, tuple[list[dict[str, Any]], int]] = {}
+
+    def size(self, message: dict[str, Any]) -> int:
+        hit = self._sizes.get(id(message))
+        if hit is None or hit[0] is not message:
+            hit = self._sizes[id(message)] = (message, self.counter.message(message))
+        return hit[1]
+
+    def tools_size(self, tools: list[dict[str, Any]]) -> int:
+        hit = self._tools.get(id(tools))
+        if hit is None or hit[0] is not tools:
+            hit = self._tools[id(tools)] = (tools, self.counter.tools(tools))
+        return hit[1]
+
+    def limits(self, action_tokens: int) -> tuple[int, int]:
+        """(this state's prompt limit, the trace's grid limit) in tokens, tools included."""
+        if self.max_length is None:
+            return self.max_prompt, self.max_prompt
+        grid = min(self.max_prompt, self.max_length - self.reserve)
+        return min(grid, self.max_length - max(self.reserve, action_tokens)), grid
+
+    def fit(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
+            action: dict[str, Any] | None = None, chars: int | None = None
+            ) -> tuple[list[dict[str, Any]], int, bool]:
+        """Fit one state's messages: (messages, messages dropped, still over the limit)."""
+        action_tokens = self.counter.message(action) if action is not None and self.max_length else 0
+        limit, grid = self.limits(action_tokens)
+        tools_tokens = self.tools_size(tools)
+        if chars is not None and self.counter.tokenizer is None:
+            # An upper bound of the estimate without a pass over the messages.
+            bound = chars // CHARS_PER_TOKEN + len(messages) * (MESSAGE_OVERHEAD + 1) + tools_tokens
+            if bound <= limit:
+                return messages, 0, False
+        sizes = [self.size(m) for m in messages]
+        total = tools_tokens + sum(sizes)
+        if total <= limit:
+            return messages, 0, False
+        first_user = next((i for i, m in enumerate(messages) if m.get("role") == "user"), 0)
+        head = first_user + 1
+        fixed = tools_tokens + sum(sizes[:head])
+        start = trim_start(sizes, [m.get("role") or "" for m in messages], head, total - limit,
+                           max((grid - fixed) // 2, 1))
+        kept = total - sum(sizes[head:start])
+        return messages[:head] + messages[start:], start - head, kept > limit
+
+
+def fit_states(states: Iterable[TraceState], options: IngestOptions,
+               stats: IngestStats) -> Iterator[TraceState]:
+    """Budgets for states read whole (collected rollouts): each message cut, then the state fitted."""
+    budget = Budget(options)
+    limit = options.message_limit()
+    for state in states:
+        messages = []
+        for message in state.messages:
+            messages.append(cut := cut_message(message, limit))
+            stats.budget["truncated_messages"] += cut is not message
+        messages, dropped, over = budget.fit(messages, state.tools, state.student_action.to_message())
+        count_fit(stats, budget, dropped, over)
+        metadata = {**state.metadata, "dropped_messages": dropped} if dropped else state.metadata
+        yield state.model_copy(update={"messages": messages, "metadata": metadata})
+
+
+def count_fit(stats: IngestStats, budget: Budget, dropped: int, over: bool) -> None:
+    """The report's `budget` counters for one fitted state."""
+    if dropped:
+        stats.budget["states_trimmed"] += 1
+        stats.budget["dropped_messages"] += dropped
+    if over:
+        stats.budget["states_over_max_length" if budget.max_length else "states_over_prompt_budget"] += 1
+
+
 def fit_context(messages: list[dict[str, Any]], max_tokens: int, tools: list[dict[str, Any]] | None = None,
                 chars: int | None = None) -> tuple[list[dict[str, Any]], int]:
-    """Drop the oldest exchanges after the first user message until the prompt fits.
+    """Drop the oldest exchanges after the first user message until the prompt (estimated) fits.
 
-    An assistant message and the tool results answering it go together, so no tool
-    call is ever left without its result. Returns (messages, messages dropped).
+    An assistant message and the tool results answering it go together, so no tool call is ever left
+    without its result. Returns (messages, messages dropped).
 
     >>> msgs = [{"role": "system", "content": ""}, {"role": "user", "content": "task"},
-    ...         {"role": "assistant", "content": "x" * 400}, {"role": "user", "content": "go on"}]
-    >>> [m["role"] for m in fit_context(msgs, 50)[0]]
-    ['system', 'user', 'user']
+    ...         {"role": "assistant", "content": "x" * 400}, {"role": "user", "content": "go on"},
+    ...         {"role": "assistant", "content": "ok"}, {"role": "user", "content": "more"}]
+    >>> [m["role"] for m in fit_context(msgs, 60)[0]]
+    ['system', 'user', 'assistant', 'user']
     """
-    budget = max_tokens * CHARS_PER_TOKEN - (len(orjson.dumps(tools)) if tools else 0)
-    if chars is not None and chars <= budget:  # the caller already knows the size: skip a pass
-        return messages, 0
-    sizes = [message_chars(m) for m in messages]
-    total = sum(sizes)
-    if total <= budget:
-        return messages, 0
-    first_user = next((i for i, m in enumerate(messages) if m.get("role") == "user"), 0)
-    start = first_user + 1
-    cut = start
-    # Never drop the last message: it is what the turn answers.
-    while total > budget and cut < len(messages) - 1:
-        end = cut + 1
-        if messages[cut].get("role") == "assistant":
-            while end < len(messages) - 1 and messages[end].get("role") == "tool":
-                end += 1
-        total -= sum(sizes[cut:end])
-        cut = end
-    # A leading tool message would answer a call that is gone.
-    while cut < len(messages) - 1 and messages[cut].get("role") == "tool":
-        total -= sizes[cut]
-        cut += 1
-    return messages[:start] + messages[cut:], cut - start
+    budget = Budget(IngestOptions(max_prompt_tokens=max_tokens))
+    kept, dropped, _ = budget.fit(messages, tools or [], chars=chars)
+    return kept, dropped

@@ -2,21 +2,32 @@
 
 Half-written last lines, crash stubs with the next record glued on, two records on one
 line, non-UTF-8 bytes and non-object lines are each counted by reason; every record that
-can be recovered is returned.
+can be recovered is returned. A UTF-8 byte-order mark is dropped silently; `*.gz` files are
+read as gzip streams, and a stream cut short keeps every record before the cut.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import orjson
 
 from ingestion.stats import IngestStats
 
 _DECODER = json.JSONDecoder()
+BOM = b"\xef\xbb\xbf"
+
+
+def open_lines(path: Path) -> IO[bytes]:
+    """A binary line reader over `path`, decompressing `*.gz` on the fly."""
+    if path.name.endswith(".gz"):
+        return gzip.open(path, "rb")
+    return open(path, "rb", buffering=1 << 20)
 
 
 def split_objects(text: str) -> tuple[list[Any], int]:
@@ -50,22 +61,36 @@ def split_objects(text: str) -> tuple[list[Any], int]:
 
 
 def iter_records(path: Path, stats: IngestStats) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Yield (1-based line number, record) for every JSON object recoverable from `path`."""
+    """Yield (1-based line number, record) for every JSON object recoverable from `path`.
+
+    A file that cannot be opened raises OSError (the caller counts it); a read that fails part-way (a
+    truncated or corrupt gzip stream, an I/O error) keeps what came before and counts the rest of the
+    file as one skipped line at the line where it broke.
+    """
     name = str(path)
-    with open(path, "rb") as handle:
-        for lineno, raw in enumerate(handle, 1):
-            if raw.isspace():
-                continue
-            stats.lines += 1
-            try:
-                value = orjson.loads(raw)  # orjson skips surrounding whitespace; strip() would copy MBs
-            except orjson.JSONDecodeError:
-                yield from _recover(raw.strip(), raw.endswith(b"\n"), name, lineno, stats)
-                continue
-            if isinstance(value, dict):
-                yield lineno, value
-            else:
-                stats.problem(name, lineno, "not_an_object")
+    handle = open_lines(path)
+    lineno = 0
+    with handle:
+        try:
+            for lineno, raw in enumerate(handle, 1):   # one loop, no call per line: this is the hot path
+                if raw.isspace():
+                    continue
+                stats.lines += 1
+                if raw.startswith(BOM):        # an editor's byte-order mark is not part of the record
+                    raw = raw[len(BOM):]
+                try:
+                    value = orjson.loads(raw)  # orjson skips surrounding whitespace; strip() would copy MBs
+                except orjson.JSONDecodeError:
+                    yield from _recover(raw.strip(), raw.endswith(b"\n"), name, lineno, stats)
+                    continue
+                if isinstance(value, dict):
+                    yield lineno, value
+                else:
+                    stats.problem(name, lineno, "not_an_object")
+        except (OSError, EOFError, zlib.error) as error:
+            reason = "truncated_gzip" if isinstance(error, EOFError) else \
+                "bad_gzip" if isinstance(error, gzip.BadGzipFile | zlib.error) else "read_error"
+            stats.problem(name, lineno + 1, reason, detail=str(error))
 
 
 def _recover(line: bytes, complete: bool, name: str, lineno: int,

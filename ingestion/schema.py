@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 SourceKind = Literal["claude_code", "swebench_rollout"]
 
@@ -36,6 +36,16 @@ class Action(BaseModel):
     tool_calls: list[ToolCall] = Field(default_factory=list)
     # Kept for the student's own reproduction; never sent to teachers.
     thinking: str | None = None
+
+    @field_validator("thinking")
+    @classmethod
+    def _no_empty_thinking(cls, value: str | None) -> str | None:
+        """Newer CLIs write thinking blocks that hold only a signature: no thinking is None, never "".
+
+        >>> Action(thinking="  ").thinking is None
+        True
+        """
+        return value if value and value.strip() else None
 
     def to_message(self) -> dict[str, Any]:
         """The action as one OpenAI assistant message, thinking left out.

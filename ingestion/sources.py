@@ -1,33 +1,115 @@
-"""Find what a --source path holds and read it into TraceStates, one file at a time."""
+"""Find what a --source path holds and read it into TraceStates, one file at a time.
+
+What cannot be read (a folder without permission, a file without read permission, a FIFO, a broken
+link) is a counted skip with its reason in the report, never an error that stops the run.
+"""
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from ingestion.claude_code.agents import AGENT_PREFIX
 from ingestion.claude_code.reader import session_states
 from ingestion.options import IngestOptions
 from ingestion.schema import SourceError, TraceState
 from ingestion.stats import IngestStats
 
 ROLLOUT_SUFFIX = ".rollout.jsonl"
+SESSION_SUFFIXES = (".jsonl", ".jsonl.gz")
 
 
-def find_files(source: Path) -> list[Path]:
+def is_session_name(name: str) -> bool:
+    """A name a session (or rollout) file may have: `*.jsonl`, or gzipped `*.jsonl.gz`.
+
+    >>> is_session_name("s.jsonl"), is_session_name("s.jsonl.gz"), is_session_name("s.meta.json")
+    (True, True, False)
+    """
+    return name.endswith(SESSION_SUFFIXES)
+
+
+def find_files(source: Path, stats: IngestStats | None = None) -> list[Path]:
     """Session (and rollout) files under `source`: one file, a project folder or the projects root.
 
-    Sorted so a run is reproducible and the first copy of a resumed message wins.
+    Sorted so a run is reproducible and the first copy of a resumed message wins; main sessions come
+    before subagent transcripts, so a turn a subagent file repeats stays its parent's. Folders that
+    cannot be listed are counted in `stats` (`skipped_files["unreadable_folder"]`).
     """
-    if not source.exists():
-        raise SourceError(f"--source {source}: no such file or directory")
-    if source.is_file():
-        if source.suffix != ".jsonl":
-            raise SourceError(f"--source {source}: not a .jsonl session file")
+    stats = stats if stats is not None else IngestStats()
+    try:
+        mode = os.stat(source).st_mode
+    except FileNotFoundError:
+        raise SourceError(f"--source {source}: no such file or directory") from None
+    except OSError as error:
+        raise SourceError(f"--source {source}: {error.strerror or error}") from None
+    if not stat.S_ISDIR(mode):
+        if not is_session_name(source.name):
+            raise SourceError(f"--source {source}: not a .jsonl (or .jsonl.gz) session file")
         return [source]
-    files = sorted(p for p in source.rglob("*.jsonl") if p.is_file())
-    if not files:
-        raise SourceError(f"--source {source}: no session files (*.jsonl) found under it")
+    try:
+        os.scandir(source).close()
+    except OSError as error:
+        raise SourceError(f"--source {source}: {error.strerror or error}") from None
+    skipped = stats.skipped_files["unreadable_folder"]
+    files = sorted(_walk(source, stats), key=lambda p: (p.name.startswith(AGENT_PREFIX), str(p)))
+    if not files and stats.skipped_files["unreadable_folder"] == skipped:
+        raise SourceError(f"--source {source}: no session files (*.jsonl, *.jsonl.gz) found under it")
     return files
+
+
+def _walk(root: Path, stats: IngestStats) -> Iterator[Path]:
+    """Every session-named entry under `root`, following links to folders once each."""
+    seen: set[tuple[int, int]] = set()
+    stack = [root]
+    while stack:
+        folder = stack.pop()
+        try:
+            info = folder.stat()
+            entries = list(os.scandir(folder))
+        except OSError as error:
+            stats.problem(str(folder), None, "unreadable_folder", action="file",
+                          detail=error.strerror or str(error))
+            continue
+        if (info.st_dev, info.st_ino) in seen:   # a link back up the tree
+            continue
+        seen.add((info.st_dev, info.st_ino))
+        for entry in entries:
+            try:
+                is_dir = entry.is_dir()
+            except OSError:
+                is_dir = False
+            if is_dir:
+                stack.append(Path(entry.path))
+            elif is_session_name(entry.name):
+                yield Path(entry.path)
+
+
+def unreadable(path: Path) -> tuple[str, str] | None:
+    """Why `path` cannot be read as a session file (reason, the OS's words), or None. Never opens
+    what is not a regular file: a FIFO would block the run.
+
+    >>> unreadable(Path("/nonexistent/x.jsonl"))[0]
+    'missing_file'
+    """
+    try:
+        info = os.stat(path)
+    except FileNotFoundError as error:     # a broken link, or removed while the run was going
+        return "missing_file", error.strerror or str(error)
+    except OSError as error:
+        return "unreadable_file", error.strerror or str(error)
+    if not stat.S_ISREG(info.st_mode):
+        kind = "a FIFO" if stat.S_ISFIFO(info.st_mode) else "a socket" if stat.S_ISSOCK(info.st_mode) \
+            else "a device" if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode) else "not a file"
+        return "not_a_regular_file", kind
+    if info.st_size == 0:
+        return "empty_file", ""
+    try:
+        open(path, "rb").close()
+    except OSError as error:
+        return "unreadable_file", error.strerror or str(error)
+    return None
 
 
 def iter_states(source: Path, options: IngestOptions, stats: IngestStats,
@@ -36,10 +118,11 @@ def iter_states(source: Path, options: IngestOptions, stats: IngestStats,
     """Every state under `source`, streaming one file at a time; `on_file` is told of each file read."""
     seen_messages: set[str] = set()
     emitted = 0
-    for path in files if files is not None else find_files(source):
+    for path in files if files is not None else find_files(source, stats):
         stats.files += 1
-        if path.stat().st_size == 0:
-            stats.problem(str(path), None, "empty_file", action="file")
+        why = unreadable(path)
+        if why is not None:
+            stats.problem(str(path), None, why[0], action="file", detail=why[1])
         else:
             for state in _file_states(path, options, stats, seen_messages):
                 yield state
@@ -57,7 +140,13 @@ def _file_states(path: Path, options: IngestOptions, stats: IngestStats,
     if rollout_folder(path) is not None:   # collect.run --agent claude-code: session + proxy records
         return iter_claude_rollout_states(path, options, stats, seen_messages)
     if path.name.endswith(ROLLOUT_SUFFIX):
+        from ingestion.budget import fit_states
+        from ingestion.messages import fix_messages
         from ingestion.rollouts import iter_rollout_states
 
-        return iter_rollout_states(path, stats)
+        # A rollout's turns are its recorded requests, whole: the message fixes chat templates need,
+        # and budgets only for a training length (the student saw them whole).
+        states = (s.model_copy(update={"messages": fix_messages(s.messages)})
+                  for s in iter_rollout_states(path, stats))
+        return fit_states(states, options, stats) if options.max_length else states
     return session_states(path, options, stats, seen_messages)

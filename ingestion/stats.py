@@ -23,10 +23,12 @@ class IngestStats:
     skipped_traces: Counter[str] = field(default_factory=Counter)   # e.g. subagent, warmup
     skipped_turns: Counter[str] = field(default_factory=Counter)    # e.g. duplicate_message_id, synthetic
     budget: Counter[str] = field(default_factory=Counter)           # truncated / dropped messages
+    history: Counter[str] = field(default_factory=Counter)          # e.g. hook_feedback, fork_inherited
     problems: list[dict[str, Any]] = field(default_factory=list)    # {file, line, reason, action}
 
-    def problem(self, file: str, line: int | None, reason: str, action: str = "skipped") -> None:
-        """Count one bad line (or file) by reason and keep where it was."""
+    def problem(self, file: str, line: int | None, reason: str, action: str = "skipped",
+                detail: str | None = None) -> None:
+        """Count one bad line (or file) by reason and keep where it was (and the OS's words, if any)."""
         if action == "skipped":
             self.skipped_lines[reason] += 1
         elif action == "repaired":
@@ -34,4 +36,7 @@ class IngestStats:
         else:
             self.skipped_files[reason] += 1
         if len(self.problems) < MAX_PROBLEMS:
-            self.problems.append({"file": file, "line": line, "reason": reason, "action": action})
+            entry: dict[str, Any] = {"file": file, "line": line, "reason": reason, "action": action}
+            if detail:
+                entry["detail"] = detail
+            self.problems.append(entry)

@@ -10,6 +10,7 @@ columns as they are, so `DPOTrainer(train_dataset=load_from_disk(DIR / "dataset"
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import os
 import shutil
@@ -22,8 +23,12 @@ from typing import Any
 import orjson
 
 from ingestion.schema import ReplayError
+from replay.card import card_text
 from replay.files import write_lines, write_text
 from replay.pairs import PAIR_COLUMNS
+
+__all__ = ["ExportError", "card_text", "export_dataset", "pair_features", "push_to_hub", "rows_to_dataset",
+           "split_by_trace", "write_card"]
 
 
 class ExportError(ReplayError):
@@ -44,7 +49,7 @@ def pair_features():
         "source": Value("string"), "student_model": Value("string"),
         "teachers": List(Value("string")), "winner_teachers": List(Value("string")),
         "votes": Json(), "agreement": Value("float64"), "method": Value("string"),
-        "cost_usd": Value("float64"), "match": Value("string"),
+        "cost_usd": Value("float64"), "match": Value("string"), "preflight": Json(),
     })
 
 
@@ -125,19 +130,55 @@ def _replace_dir(tmp: Path, final: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def export_dataset(rows: Iterable[dict[str, Any]], out_dir: str | Path, memo: JsonMemo | None = None):
-    """Write `out_dir/dataset` and `out_dir/pairs.jsonl` atomically; returns the dataset loaded from disk."""
-    from datasets import load_from_disk
+def split_by_trace(rows: list[dict[str, Any]], test_share: float) -> dict[str, list[dict[str, Any]]]:
+    """`train` and `test` rows, whole traces to one side: prompts of one trace are prefixes of each
+    other, so a split by row would leak. Traces are taken in the order of a hash of their id (stable
+    across runs, independent of row order) into `test` while it stays within `test_share` of the rows
+    (the first trace always goes, so `test` is empty only with a single trace).
+
+    >>> rows = [{"trace_id": t} for t in "aaabbbccccdd"]
+    >>> splits = split_by_trace(rows, 0.25)
+    >>> {r["trace_id"] for r in splits["train"]} & {r["trace_id"] for r in splits["test"]}
+    set()
+    >>> len(splits["train"]) + len(splits["test"]), 0 < len(splits["test"]) <= 3
+    (12, True)
+    """
+    sizes: dict[str, int] = {}
+    for row in rows:
+        sizes[row["trace_id"]] = sizes.get(row["trace_id"], 0) + 1
+    order = sorted(sizes, key=lambda trace: hashlib.sha256(trace.encode()).hexdigest())
+    target = test_share * len(rows)
+    test: set[str] = set()
+    taken = 0
+    for trace in order[:-1] if len(order) > 1 else []:  # at least one trace stays in train
+        if not test or taken + sizes[trace] <= target:
+            test.add(trace)
+            taken += sizes[trace]
+    return {"train": [r for r in rows if r["trace_id"] not in test],
+            "test": [r for r in rows if r["trace_id"] in test]}
+
+
+def export_dataset(rows: Iterable[dict[str, Any]], out_dir: str | Path, memo: JsonMemo | None = None,
+                   test_split: float | None = None):
+    """Write `out_dir/dataset` and `out_dir/pairs.jsonl` atomically; returns the dataset loaded from disk.
+
+    With `test_split`, `dataset` is a DatasetDict of `train` and `test` (see `split_by_trace`);
+    pairs.jsonl keeps every row in input order either way."""
+    from datasets import DatasetDict, load_from_disk
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     rows = list(rows)
     memo = {} if memo is None else memo
-    dataset = rows_to_dataset(rows, memo)
     tmp = Path(tempfile.mkdtemp(prefix=".dataset.", dir=out))
     try:
-        # datasets 5.2 writes an empty dataset as zero shards, which load_from_disk cannot read back.
-        dataset.save_to_disk(str(tmp), num_shards=1 if not rows else None)
+        if test_split is None:
+            # datasets 5.2 writes an empty dataset as zero shards, which load_from_disk cannot read back.
+            rows_to_dataset(rows, memo).save_to_disk(str(tmp), num_shards=1 if not rows else None)
+        else:
+            splits = split_by_trace(rows, test_split)
+            DatasetDict({name: rows_to_dataset(part, memo) for name, part in splits.items()}).save_to_disk(
+                str(tmp), num_shards={name: 1 for name, part in splits.items() if not part} or None)
         _replace_dir(tmp, out / "dataset")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -145,96 +186,8 @@ def export_dataset(rows: Iterable[dict[str, Any]], out_dir: str | Path, memo: Js
     return load_from_disk(str(out / "dataset"))
 
 
-_SIZES = ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M"))
-_PROVENANCE = (("sources", "Sources"), ("student_models", "Student models"), ("teachers", "Teachers"),
-               ("excluded_teachers", "Excluded teachers (same family as the student)"),
-               ("method", "Consensus method"), ("min_agreement", "Minimum agreement"))
-_KNOWN = {key for key, _ in _PROVENANCE} | {"pairs", "counts", "cost_usd", "command", "pretty_name",
-                                           "license", "confidence", "unpriced"}
-_INTRO = """DPO preference pairs made by teacher-replay: at each assistant turn of an agent trace, a pool of
-teacher LLMs answered; their consensus is `chosen`, the student's real action is `rejected`."""
-_USE = """## Use
-
-```python
-from datasets import load_from_disk
-from trl import DPOTrainer
-
-dataset = load_from_disk("dataset")  # or load_dataset(<hub repo>, split="train")
-trainer = DPOTrainer(model=..., train_dataset=dataset, processing_class=tokenizer)
-```
-
-Columns: `prompt`, `chosen`, `rejected` (OpenAI chat messages, tool-call arguments as objects),
-`tools` (OpenAI tool schemas), and provenance: `state_id`, `trace_id`, `turn`, `source`,
-`student_model`, `teachers` (voters), `winner_teachers`, `votes` (weight and teachers per group of
-equivalent answers, winner first), `agreement`, `method`, `cost_usd` (teacher calls for the state).
-"""
-
-
-def _size_category(n: int) -> str:
-    return next((name for limit, name in _SIZES if n < limit), "n>1M")
-
-
-def _show(value: Any) -> str:
-    if isinstance(value, Mapping):
-        return ", ".join(f"{k} ({v})" for k, v in value.items()) or "none"
-    if isinstance(value, list | tuple | set):
-        return ", ".join(str(v) for v in value) or "none"
-    return "none" if value is None else str(value)
-
-
-def card_text(info: Mapping[str, Any]) -> str:
-    """The dataset card: YAML header for the Hub, then provenance, counts, cost and the exact command.
-
-    Known `info` keys: pairs, sources, student_models, teachers, excluded_teachers, method,
-    min_agreement, counts, cost_usd, command; any other key is listed under "Run settings".
-
-    >>> text = card_text({"pairs": 3, "teachers": ["gpt-5", "deepseek"], "command": "python -m replay.run"})
-    >>> text.startswith("---\\n") and "python -m replay.run" in text and "gpt-5, deepseek" in text
-    True
-    """
-    import yaml
-
-    counts = dict(info.get("counts", {}))
-    pairs = int(info.get("pairs", counts.get("pairs", 0)))
-    header = {"pretty_name": info.get("pretty_name", "teacher-replay DPO pairs"), "language": ["en"],
-              "tags": ["dpo", "preference", "tool-calling", "agents", "trl", "teacher-replay"],
-              "task_categories": ["text-generation"], "size_categories": [_size_category(pairs)]}
-    if info.get("license"):
-        header["license"] = info["license"]
-    lines = ["---", yaml.safe_dump(header, sort_keys=False).strip(), "---", "",
-             f"# {header['pretty_name']}", "", _INTRO, "", "## Provenance", ""]
-    lines += [f"- **{label}**: {_show(info[key])}" for key, label in _PROVENANCE if key in info]
-    lines += ["", "## Counts", "", "| count | n |", "|---|---|", f"| pairs | {pairs} |"]
-    lines += [f"| {k} | {_show(v)} |" for k, v in counts.items() if k != "pairs"]
-    lines += confidence_lines(info.get("confidence"))
-    lines += ["", "## Cost", "", f"{float(info.get('cost_usd', 0.0)):.4f} USD of teacher calls.", ""]
-    if info.get("unpriced"):  # their calls count 0.0 above: say so rather than understate quietly
-        lines += [f"Unpriced (counted as 0): {', '.join(sorted(info['unpriced']))}.", ""]
-    if other := {k: v for k, v in info.items() if k not in _KNOWN}:
-        lines += ["## Run settings", ""] + [f"- **{k}**: {_show(v)}" for k, v in other.items()] + [""]
-    lines += ["## Command", "", "```", str(info.get("command", "(not recorded)")), "```", "", _USE]
-    return "\n".join(lines)
-
-
-def confidence_lines(confidence: Mapping[str, Mapping[str, int]] | None) -> list[str]:
-    """The card's confidence section: pairs by the tier that decided (`match`) and by `agreement`.
-
-    >>> confidence_lines({"match": {"exact": 2, "intent": 1}, "agreement": {"1.00": 2, "0.67": 1}})[5]
-    '| match | exact 2 · intent 1 |'
-    """
-    if not confidence:
-        return []
-    show = {key: " · ".join(f"{k} {v}" for k, v in confidence.get(key, {}).items()) or "none"
-            for key in ("match", "agreement")}
-    return ["", "## Confidence", "", "| pairs by | n |", "|---|---|", f"| match | {show['match']} |",
-            f"| agreement | {show['agreement']} |", "",
-            "`match`: the tier that decided the consensus (`exact`: teachers wrote the same canonical "
-            "action; `intent`: the same intent, written differently). `agreement`: the share of the "
-            "voting teachers in the winning group."]
-
-
 def write_card(out_dir: str | Path, info: Mapping[str, Any]) -> Path:
-    """Write `out_dir/README.md` (see `card_text`) atomically; returns its path."""
+    """Write `out_dir/README.md` (see `replay.card.card_text`) atomically; returns its path."""
     path = Path(out_dir) / "README.md"
     path.parent.mkdir(parents=True, exist_ok=True)
     write_text(path, card_text(info))

@@ -83,19 +83,23 @@ def usd(text: str) -> float:
     return value
 
 
-def fraction(upper_open: bool) -> Callable[[str], float]:
-    """A share in [0, 1), or [0, 1] when not `upper_open`.
+def fraction(upper_open: bool, lower_open: bool = False) -> Callable[[str], float]:
+    """A share in [0, 1], either end left out when open.
 
-    >>> fraction(True)("0.5"), fraction(False)("1")
-    (0.5, 1.0)
+    >>> fraction(True)("0.5"), fraction(False)("1"), fraction(True)("0")
+    (0.5, 1.0, 0.0)
     >>> fraction(True)("1")
     Traceback (most recent call last):
     argparse.ArgumentTypeError: must be in [0, 1), got 1.0
+    >>> fraction(True, lower_open=True)("0")
+    Traceback (most recent call last):
+    argparse.ArgumentTypeError: must be in (0, 1), got 0.0
     """
     def parse(text: str) -> float:
         value = _number(text, float)
-        if not (0 <= value < 1 if upper_open else 0 <= value <= 1):
-            raise argparse.ArgumentTypeError(f"must be in [0, 1{')' if upper_open else ']'}, got {value}")
+        if (value < 0 or value > 1 or (upper_open and value == 1) or (lower_open and value == 0)):
+            raise argparse.ArgumentTypeError(f"must be in {'(' if lower_open else '['}0, 1"
+                                             f"{')' if upper_open else ']'}, got {value}")
         return value
 
     parse.__name__ = "fraction"

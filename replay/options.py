@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
+from pydantic import Field
+
 from ingestion.options import IngestOptions
 from ingestion.schema import StrictModel
 
@@ -36,6 +38,10 @@ class ExportOptions(StrictModel):
     preflight_tokenizer: str | None = None
     max_length: int | None = None
     push_to_hub: str | None = None
+    tokenizer: str | None = None                                # counts tokens (None: the estimate)
+    preflight_templates: list[str] = Field(default_factory=list)  # flag rows per template, never drop
+    test_split: float | None = None                             # share of rows in `test`, by trace
+    license: str | None = None                                  # the card's license (Hub identifier)
 
 
 class RunConfig(StrictModel):

@@ -18,11 +18,12 @@ from consensus.canonical import clean_action
 from consensus.intent_rules import IntentContext
 from consensus.methods import compare
 from consensus.result import ConsensusResult
+from ingestion.messages import strip_blank_lines
 from ingestion.schema import Action, Proposal, TraceState
 
 PAIR_COLUMNS = ("prompt", "chosen", "rejected", "tools", "state_id", "trace_id", "turn", "source",
                 "student_model", "teachers", "winner_teachers", "votes", "agreement", "method", "cost_usd",
-                "match")
+                "match", "preflight")
 
 # Thinking is the student's own; it never enters a preference pair, under any of its names.
 _THINKING_KEYS = frozenset({"thinking", "reasoning_content", "reasoning"})
@@ -57,12 +58,15 @@ def dataset_message(message: dict[str, Any]) -> dict[str, Any]:
 
 
 def action_message(action: Action) -> dict[str, Any]:
-    """An action as one assistant message, thinking left out.
+    """An action as one assistant message, thinking left out, blank lines around its text dropped
+    (as ingestion does for the student's: issue #19 item 3).
 
-    >>> action_message(Action(content="Done.", thinking="secret"))
+    >>> action_message(Action(content="\\n\\nDone.", thinking="secret"))
     {'role': 'assistant', 'content': 'Done.'}
     """
-    return dataset_message(action.to_message())
+    message = dataset_message(action.to_message())
+    message["content"] = strip_blank_lines(message.get("content") or "")
+    return message
 
 
 def votes_column(result: ConsensusResult) -> list[dict[str, Any]]:
@@ -143,6 +147,7 @@ def pair_row(state: TraceState, result: ConsensusResult, proposals: Sequence[Pro
         "method": result.method,
         "cost_usd": sum(p.cost_usd for p in proposals),
         "match": result.match or "exact",
+        "preflight": {},  # filled by replay.checks with --preflight-template / --preflight-tokenizer
     }
 
 

@@ -9,15 +9,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import orjson
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ingestion.options import IngestOptions
-from ingestion.schema import ReplayError, TraceState
+from ingestion.schema import ReplayError
 from ingestion.sources import find_files, iter_states
 from ingestion.stats import IngestStats
-from replay.files import temp_path, write_json, write_jsonl
+from ingestion.store import STATES_FILE as STATES_FILE  # re-exported: the name callers knew
+from ingestion.store import StateWriter, load_states
+from replay.files import write_json, write_jsonl
 from replay.options import PoolOptions, RunConfig
 from replay.outdir import check_out, keep_failed, run_folder, swap_in
 from replay.report import Report, failure_kinds, too_many_failed
@@ -26,7 +27,6 @@ if TYPE_CHECKING:
     from teachers.pool import TeacherPool
     from teachers.redact_state import StateRedactor
 
-STATES_FILE = "states.jsonl"
 REPORT_FILE = "report.json"
 PROPOSALS_FILE = "proposals.jsonl"
 CONFIG_FILE = "run.json"  # the run's settings, for replay.ablate
@@ -40,28 +40,20 @@ def _progress(total: int, label: str, console: Console) -> Iterator[tuple[Progre
         yield bar, bar.add_task(label, total=total, info="")
 
 
-def dump_state(state: TraceState) -> bytes:
-    return orjson.dumps(state.model_dump(mode="json")) + b"\n"
-
-
 def ingest_to_file(source: Path, out: Path, options: IngestOptions, console: Console | None = None,
-                   redactor: StateRedactor | None = None,
-                   files: list[Path] | None = None) -> tuple[Report, IngestStats]:
-    """Read every state under `source` into `out/states.jsonl`, each redacted by `redactor` (the one
-    redaction pass: teachers, outputs and the card all see these states); return the report so far."""
+                   redactor: StateRedactor | None = None) -> tuple[Report, IngestStats]:
+    """Read every state under `source` into `out` (states.jsonl + traces.jsonl, ingestion/store.py), each
+    redacted by `redactor` (the one redaction pass: teachers, outputs and the card all see these
+    states); return the report so far."""
     console = console or Console(stderr=True)
-    out.mkdir(parents=True, exist_ok=True)
-    files = find_files(source) if files is None else files
     stats = IngestStats()
-    target = out / STATES_FILE
-    tmp = temp_path(target)
-    with _progress(len(files), "ingesting", console) as (bar, task), open(tmp, "wb") as handle:
+    files = find_files(source, stats)
+    with _progress(len(files), "ingesting", console) as (bar, task), StateWriter(out) as writer:
         def done(_path: Path) -> None:
             bar.update(task, advance=1, info=f"{stats.states} states")
 
         for state in iter_states(source, options, stats, files=files, on_file=done):
-            handle.write(dump_state(redactor(state) if redactor is not None else state))
-    os.replace(tmp, target)
+            writer.write(redactor(state) if redactor is not None else state)
     report = Report()
     report.add_ingest(stats)
     if redactor is not None:
@@ -91,14 +83,6 @@ def redaction_key() -> bytes:
     return path.read_text().strip().encode()
 
 
-def load_states(path: Path) -> Iterator[TraceState]:
-    """States written by an earlier run (states.jsonl)."""
-    with open(path, "rb") as handle:
-        for line in handle:
-            if line.strip():
-                yield TraceState.model_validate(orjson.loads(line))
-
-
 class RunFailed(ReplayError):
     """The run ended without a dataset worth writing (too many failed states): exit 1, OUT untouched."""
 
@@ -110,19 +94,20 @@ def run(config: RunConfig, console: Console | None = None) -> Report:
     fails (RunFailed, CacheError, an interrupt) leaves OUT's previous files as they were."""
     console = console or Console(stderr=True)
     check_out(config.out, config.force)
-    files = find_files(config.source)
+    find_files(config.source)  # a bad --source is one line before anything is opened or made
     if config.pool is not None:
         from teachers.registry import parse_pool
 
         parse_pool(config.pool.teachers)  # a bad pool or endpoint is one line before any work
         if not config.dry_run:
             check_credentials(config.pool.teachers)  # before ingesting: a run without keys would only fail
+            check_export(config)  # templates and tokenizers that do not load fail now, not after paying
     pool = build_pool(config.pool) if config.pool is not None else None  # a cache fault stops us here
     try:
         if pool is not None and pool.cache.notice:
             console.print(f"[yellow]{pool.cache.notice}[/yellow]")
         with run_folder(config.out) as work:
-            report = _run_into(work, config, pool, console, files)
+            report = _run_into(work, config, pool, console)
             swap_in(work, config.out)
     finally:
         if pool is not None:
@@ -130,18 +115,17 @@ def run(config: RunConfig, console: Console | None = None) -> Report:
     return report
 
 
-def _run_into(work: Path, config: RunConfig, pool: TeacherPool | None, console: Console,
-              files: list[Path]) -> Report:
+def _run_into(work: Path, config: RunConfig, pool: TeacherPool | None, console: Console) -> Report:
     from teachers.redact_state import StateRedactor
 
     redactor = StateRedactor(redaction_key()) if config.redact else None
-    report, _ = ingest_to_file(config.source, work, config.ingest, console, redactor, files)
+    report, _ = ingest_to_file(config.source, work, config.ingest, console, redactor)
     report.dry_run = config.dry_run
     write_json(work / CONFIG_FILE, config.model_dump(mode="json"))
     if pool is not None:
         report.extra["unpriced"] = pool.unpriced()
     if pool is not None and config.dry_run:
-        report.extra["estimate"] = estimate_run(pool, work / STATES_FILE, config.pool.batch)
+        report.extra["estimate"] = estimate_run(pool, work, config.pool.batch)
         report.extra["estimate_model"] = ESTIMATE_MODEL.format(completion=pool.expected_completion_tokens)
     elif pool is not None:
         rows = _ask(work, config, pool, report, console)
@@ -189,7 +173,7 @@ ESTIMATE_MODEL = ("prompt cache modelled per trace: a trace's first state at ful
                   "(teachers/prompt_cache.py); {completion} completion tokens assumed per call")
 
 
-def estimate_run(pool: TeacherPool, states_path: Path, batch: bool = False) -> dict[str, dict[str, float]]:
+def estimate_run(pool: TeacherPool, out: Path, batch: bool = False) -> dict[str, dict[str, float]]:
     """--dry-run with teachers: tokens and USD each teacher would cost; calls nothing. States are read
     in file order, which is each trace's turn order: the prompt cache is modelled per trace. `batch`:
     teachers with a batch API at batch rates."""
@@ -197,7 +181,7 @@ def estimate_run(pool: TeacherPool, states_path: Path, batch: bool = False) -> d
 
     batched = {t.name for t in pool.teachers if batch and batch_provider(t)}
     totals: dict[str, dict[str, float]] = {}
-    for state in load_states(states_path):
+    for state in load_states(out):
         for est in pool.estimate(state, batched):
             row = totals.setdefault(est.teacher, {"calls": 0, "cached": 0, "prompt_tokens": 0,
                                                   "cached_prompt_tokens": 0, "completion_tokens": 0,
@@ -251,7 +235,7 @@ async def _replay(work: Path, config: RunConfig, pool: TeacherPool, report: Repo
 
         async with LoopLag() as lag, quiet.freezing():
             try:
-                outcomes = await replay_states(load_states(work / STATES_FILE), pool, config.consensus,
+                outcomes = await replay_states(load_states(work), pool, config.consensus,
                                                judge, on_state=tick)
             except* ReplayError as group:  # a cache fault in one task stops them all: say it once
                 raise group.exceptions[0] from None
@@ -270,7 +254,7 @@ async def prefetch_batches(work: Path, config: RunConfig, pool: TeacherPool,
     try:
         batcher = Batcher(pool, store, poll=config.pool.batch_poll if config.pool else 30.0,
                           note=lambda text: console.print(text))
-        return asdict(await batcher.prefetch(load_states(work / STATES_FILE)))
+        return asdict(await batcher.prefetch(load_states(work)))
     finally:
         store.close()
 
@@ -306,39 +290,33 @@ def _fill_report(report: Report, pool: TeacherPool, outcomes: Any, judge: Any) -
         report.cost_usd = round(report.cost_usd + judge.cost_usd, 6)
 
 
+def check_export(config: RunConfig) -> None:
+    """Load what the export will need (templates, tokenizers) so a typo fails before any call."""
+    from ingestion.tokens import counter_for
+    from replay.checks import load_templates
+
+    load_templates(config.export)
+    counter_for(config.export.tokenizer)
+    if config.export.preflight_tokenizer:
+        counter_for(config.export.preflight_tokenizer)
+
+
 def export_pairs(config: RunConfig, out: Path, rows: list[dict[str, Any]], report: Report) -> None:
-    """Pre-flight (optional), then the dataset, pairs.jsonl and the dataset card, into `out`."""
+    """Length re-check and pre-flight, then the dataset, pairs.jsonl and the dataset card, into `out`."""
+    from replay.card import run_card_info
+    from replay.checks import check_rows
     from replay.export import export_dataset, push_to_hub, write_card
 
-    if config.export.preflight_tokenizer:
-        from replay.preflight import preflight
-
-        rows, dropped = preflight(rows, config.export.preflight_tokenizer, config.export.max_length)
-        report.preflight_dropped = sum(dropped.values())
-        report.extra["preflight_dropped_by_reason"] = dict(dropped)
-    export_dataset(rows, out)
+    rows, checks = check_rows(rows, config.export)
+    report.preflight_dropped = sum(checks["dropped"].values())
+    report.extra["preflight_dropped_by_reason"] = checks["dropped"]
+    report.extra["lengths"] = checks["lengths"]
+    if checks["templates"]:
+        report.extra["preflight_templates"] = checks["templates"]
+    dataset = export_dataset(rows, out, test_split=config.export.test_split)
     report.extra["dataset_rows"] = len(rows)
-    write_card(out, _card_info(config, rows, report))
+    if config.export.test_split is not None:
+        report.extra["splits"] = {name: part.num_rows for name, part in dataset.items()}
+    write_card(out, run_card_info(config, rows, report))
     if config.export.push_to_hub:
         push_to_hub(out, config.export.push_to_hub)
-
-
-def _card_info(config: RunConfig, rows: list[dict[str, Any]], report: Report) -> dict[str, Any]:
-    from replay.pairs import confidence
-
-    teachers = sorted(report.extra.get("per_teacher", {}))
-    return {
-        "pairs": len(rows), "sources": [str(config.source)],
-        "student_models": sorted({r["student_model"] for r in rows if r.get("student_model")}),
-        "teachers": teachers, "excluded_teachers": report.excluded_same_family,
-        "method": config.consensus.method, "min_agreement": config.consensus.min_agreement,
-        "match": config.consensus.match, "confidence": confidence(rows),
-        "counts": {"states": report.states, "all_teachers_excluded": report.states_all_teachers_excluded,
-                   "failed": report.states_failed, "abstained": report.consensus["abstained"],
-                   "agree": report.agree,
-                   "pairs": report.pairs, "preflight_dropped": report.preflight_dropped},
-        "cost_usd": report.cost_usd, "unpriced": report.extra.get("unpriced", {}), "command": config.command,
-        "redaction": (f"on: {sum(report.redactions.values())} secrets replaced by [REDACTED:<rule>:<tag>] "
-                      "in prompts, answers and every file (gitleaks rules + configs/redact.toml)"
-                      if config.redact else "OFF (--no-redact): prompts hold the sessions' raw text"),
-    }

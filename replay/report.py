@@ -39,6 +39,7 @@ class Report(BaseModel):
     skipped_traces: dict[str, int] = Field(default_factory=dict)
     skipped_turns: dict[str, int] = Field(default_factory=dict)
     budget: dict[str, int] = Field(default_factory=dict)
+    history: dict[str, int] = Field(default_factory=dict)       # messages ingestion added or left out
     problems: list[dict[str, Any]] = Field(default_factory=list)
     extra: dict[str, Any] = Field(default_factory=dict)
 
@@ -47,7 +48,7 @@ class Report(BaseModel):
         self.files, self.lines = stats.files, stats.lines
         self.traces, self.states = stats.traces, stats.states
         for name in ("skipped_lines", "repaired_lines", "skipped_files", "record_types",
-                     "skipped_records", "skipped_traces", "skipped_turns", "budget"):
+                     "skipped_records", "skipped_traces", "skipped_turns", "budget", "history"):
             setattr(self, name, dict(sorted(getattr(stats, name).items())))
         self.problems = list(stats.problems)
 

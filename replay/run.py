@@ -50,7 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="write into a non-empty folder replay.run did not make (nothing in it is "
                              "deleted or replaced)")
     parser.add_argument("--dry-run", action="store_true",
-                        help="ingest and estimate only: write states.jsonl and report.json (with tokens "
+                        help="ingest and estimate only: write the states (states.jsonl + traces.jsonl; "
+                             "python -m replay.states OUT prints them in full) and report.json (with tokens "
                              "and USD per teacher when --teachers is given), call nothing")
     _ingest_flags(parser.add_argument_group("ingestion"))
     _teacher_flags(parser.add_argument_group("teachers"))
@@ -72,6 +73,14 @@ def _ingest_flags(group: argparse._ArgumentGroup) -> None:
                        metavar="N",
                        help=f"drop the oldest turns of prompts estimated over this (default "
                             f"{DEFAULT_MAX_PROMPT_TOKENS}, fits a 128k-token teacher)")
+    group.add_argument("--max-length", type=at_least(1), default=None, metavar="N",
+                       help="the length you will train at (tokens): every state is fitted when it is read so "
+                            "that prompt + tools + the longer of chosen and rejected fit N (oldest exchanges "
+                            "dropped, long messages cut to head + tail, 1/8 of N kept for the completion); "
+                            "rows still longer are dropped at export and counted")
+    group.add_argument("--tokenizer", metavar="NAME_OR_PATH",
+                       help="count tokens with this tokenizer (default: --preflight-tokenizer, else an "
+                            "estimate of 4 characters per token)")
 
 
 def _teacher_flags(group: argparse._ArgumentGroup) -> None:
@@ -127,10 +136,20 @@ def _consensus_flags(group: argparse._ArgumentGroup) -> None:
 
 def _export_flags(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--preflight-tokenizer", metavar="PATH",
-                       help="drop pairs this tokenizer's chat template cannot render as prompt-prefix "
-                            "of chosen/rejected, or longer than --max-length")
-    group.add_argument("--max-length", type=at_least(1), default=None, metavar="N",
-                       help="with --preflight-tokenizer: drop pairs longer than N tokens")
+                       help="the tokenizer you train with: drop pairs its chat template cannot render, "
+                            "not as a prompt-prefix of chosen/rejected, without their tool calls, with "
+                            "chosen rendered as rejected, or longer than --max-length (counted)")
+    group.add_argument("--preflight-template", metavar="NAMES", default="",
+                       help="comma-separated chat templates to check every pair against, never dropping: "
+                            "names shipped in configs/chat_templates (qwen3, llama3.1, hermes, gemma3), "
+                            "a .jinja file, or a tokenizer path / Hub name; per-row results go in the "
+                            "`preflight` column, pass rates in report.json and the card")
+    group.add_argument("--test-split", type=fraction(upper_open=True, lower_open=True), default=None,
+                       metavar="F", help="write `train` and `test` splits, about F of the pairs in `test`, "
+                                         "grouped by trace_id (no trace in both)")
+    group.add_argument("--license", metavar="ID",
+                       help="the dataset card's license, a Hugging Face identifier (e.g. mit, cc-by-4.0; "
+                            "default: unknown)")
     group.add_argument("--push-to-hub", metavar="REPO", help="also push the dataset to the Hugging Face Hub")
     group.add_argument("--view", action="store_true",
                        help="also write OUT/view/: static HTML pages of the states, answers and pairs "
@@ -155,12 +174,20 @@ def config_from_args(args: argparse.Namespace, argv: list[str]) -> RunConfig:
         force=args.force, max_failed=args.max_failed,
         ingest=IngestOptions(include_subagents=args.include_subagents, max_states=args.max_states,
                              max_message_chars=args.max_message_chars,
-                             max_prompt_tokens=args.max_prompt_tokens),
+                             max_prompt_tokens=args.max_prompt_tokens, max_length=args.max_length,
+                             tokenizer=args.tokenizer or args.preflight_tokenizer),
         consensus=ConsensusOptions(method=args.consensus, min_agreement=args.min_agreement,
                                    judge=args.judge, early_stop=args.early_stop, match=args.match),
-        export=ExportOptions(preflight_tokenizer=args.preflight_tokenizer, max_length=args.max_length,
-                             push_to_hub=args.push_to_hub),
+        export=_export_options(args),
         command=shlex.join(["python", "-m", "replay.run", *argv]))
+
+
+def _export_options(args: argparse.Namespace) -> ExportOptions:
+    templates = [name for name in map(str.strip, args.preflight_template.split(",")) if name]
+    return ExportOptions(preflight_tokenizer=args.preflight_tokenizer, max_length=args.max_length,
+                         push_to_hub=args.push_to_hub, tokenizer=args.tokenizer or args.preflight_tokenizer,
+                         preflight_templates=templates,
+                         test_split=args.test_split, license=args.license)
 
 
 @contextmanager

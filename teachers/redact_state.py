@@ -41,6 +41,7 @@ class StateRedactor:
         self._trace: str | None = None
         self._seen: set[tuple[str, str]] = set()
         self._memo: dict[int, tuple[Any, Any, list[tuple[str, str]]]] = {}
+        self._last: tuple[list[Any], list[Any], list[tuple[str, str]]] = ([], [], [])
 
     def _shared(self, value: Any) -> tuple[Any, list[tuple[str, str]]]:
         # Keyed by identity within one trace (the object is kept alive in the memo, so its id is not
@@ -52,15 +53,27 @@ class StateRedactor:
         self._memo[id(value)] = (value, redacted, found)
         return redacted, found
 
+    def _messages(self, originals: list[Any]) -> tuple[list[Any], list[tuple[str, str]]]:
+        # A state's history mostly extends the previous state's: that part is redacted already, found
+        # with one list comparison instead of a memo lookup per message (which grows with the square
+        # of a session's length).
+        previous, redacted, hits = self._last
+        size = len(previous)
+        if size and len(originals) >= size and originals[:size] == previous:
+            messages, found, rest = list(redacted), list(hits), originals[size:]
+        else:
+            messages, found, rest = [], [], originals
+        for message in rest:
+            out, new = self._shared(message)
+            messages.append(out)
+            found += new
+        self._last = (originals, messages, found)
+        return messages, found
+
     def __call__(self, state: TraceState) -> TraceState:
         if state.trace_id != self._trace:
-            self._trace, self._memo, self._seen = state.trace_id, {}, set()
-        found: list[tuple[str, str]] = []
-        messages = []
-        for message in state.messages:
-            redacted, hits = self._shared(message)
-            messages.append(redacted)
-            found += hits
+            self._trace, self._memo, self._seen, self._last = state.trace_id, {}, set(), ([], [], [])
+        messages, found = self._messages(state.messages)
         tools = []
         for tool in state.tools:
             redacted, hits = self._shared(tool)

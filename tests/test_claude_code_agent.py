@@ -30,6 +30,7 @@ from ingestion.options import IngestOptions
 from ingestion.rollout_format import FinalRecord, ProxyRecord
 from ingestion.sources import iter_states
 from ingestion.stats import IngestStats
+from ingestion.store import load_states
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = load_claude_code_spec()
@@ -213,7 +214,8 @@ def test_each_turn_gets_the_tokens_of_the_request_that_produced_it(tmp_path: Pat
         1.0, "toy__calc-1", "claude-code")
     assert first.metadata["session_id"] == "sess-1" and first.metadata["cwd"] == "/testbed"
     assert "replace_all" not in first.student_action.tool_calls[0].arguments   # what the student generated
-    assert second.messages[-1] == {"role": "tool", "tool_call_id": "call_0", "content": "edited"}
+    assert second.messages[-1] == {"role": "tool", "tool_call_id": "call_0", "name": "Edit",
+                                   "content": "edited"}
     assert second.student_action.content == "Fixed."
     assert second.metadata["completion_token_ids"] == [20, 21, 22]
     assert unmatched.metadata["completion_token_ids"] is None and unmatched.metadata["reward"] == 1.0
@@ -228,7 +230,7 @@ def test_replay_dry_run_reads_a_rollout_folder(tmp_path: Path) -> None:
     write_rollout(tmp_path / "out/toy__calc-1", final=False)
     args = ["--source", str(tmp_path / "out"), "--out", str(tmp_path / "states"), "--dry-run"]
     assert replay_main(args) == 0
-    states = [json.loads(line) for line in (tmp_path / "states/states.jsonl").read_text().splitlines()]
+    states = [s.model_dump(mode="json") for s in load_states(tmp_path / "states")]
     assert [(s["turn"], s["metadata"]["completion_token_ids"]) for s in states] == [
         (0, [10, 11]), (1, [20, 21, 22]), (3, None)]
     assert {s["metadata"]["reward"] for s in states} == {None}          # no final record: reward unknown

@@ -26,6 +26,7 @@ from collect.claude_code_cli import cached_binary, fetch_binary, load_claude_cod
 from collect.config import CollectError
 from collect.instances import image_name
 from collect.runtime import LABEL
+from ingestion.store import load_states
 from tests.collect_toy import (
     IMAGE_TAG,
     NAMESPACE,
@@ -190,7 +191,7 @@ def test_claude_code_fixes_the_toy_instance_and_is_graded(tmp_path: Path, client
                            "--out", str(tmp_path / "states")], cwd=ROOT, capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0, done.stderr
-    states = lines(tmp_path / "states/states.jsonl")
+    states = [s.model_dump(mode="json") for s in load_states(tmp_path / "states")]
     turns = [(s["metadata"]["instance_id"], s["turn"]) for s in states]
     assert sorted(turns) == [("toy__calc-1", 0), ("toy__calc-1", 1), ("toy__calc-1", 2), ("toy__calc-1", 3),
                              ("toy__calc-2", 0), ("toy__calc-2", 1), ("toy__calc-2", 2)]

@@ -21,6 +21,7 @@ import pytest
 from collect.runtime import LABEL
 from ingestion.rollouts import is_rollout_file, iter_rollout_states
 from ingestion.stats import IngestStats
+from ingestion.store import load_states
 from tests.collect_toy import NAMESPACE, ensure_instance_images, toy_instance, toy_policy
 from tests.llm_server import LLMServer
 from tests.test_collect_official import anthropic_student
@@ -131,7 +132,7 @@ def test_rollouts_are_graded_by_the_swebench_harness(tmp_path: Path, client: Any
 
     args = ["--source", str(tmp_path / "out"), "--out", str(tmp_path / "states"), "--dry-run"]
     assert replay_main(args) == 0
-    written = [json.loads(line) for line in (tmp_path / "states/states.jsonl").read_text().splitlines()]
+    written = [s.model_dump(mode="json") for s in load_states(tmp_path / "states")]
     assert [(s["source"], s["metadata"]["instance_id"], s["turn"]) for s in written] == [
         ("swebench_rollout", s.metadata["instance_id"], s.turn) for s in states]
     assert all(s["metadata"]["logprobs"] and s["metadata"]["reward"] is not None for s in written)

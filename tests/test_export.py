@@ -9,7 +9,7 @@ import pytest
 from consensus.canonical import canonical
 from consensus.vote import vote
 from ingestion.schema import Action, Proposal, ToolCall, TraceState
-from replay.export import ExportError, export_dataset, pair_features, write_card
+from replay.export import ExportError, card_text, export_dataset, pair_features, split_by_trace, write_card
 from replay.pairs import PAIR_COLUMNS, build_pair
 from replay.preflight import preflight
 from tests.tiny_model import build_tokenizer
@@ -162,17 +162,57 @@ def test_export_empty_and_bad_rows(tmp_path):
 
 
 def test_write_card(tmp_path):
-    info = {"pairs": 4, "sources": ["~/.claude/projects"], "student_models": ["claude-sonnet-4-5"],
-            "teachers": ["gpt-5", "deepseek"], "excluded_teachers": {"claude-opus": 12}, "method": "vote",
-            "min_agreement": 0.5, "counts": {"states": 20, "agree": 6, "abstained": 10}, "cost_usd": 1.5,
-            "command": "python -m replay.run --source ~/.claude/projects --teachers gpt-5,deepseek"}
-    text = write_card(tmp_path, info).read_text(encoding="utf-8")
-    import yaml
+    from huggingface_hub import DatasetCard
 
-    header = yaml.safe_load(text.split("---\n")[1])
+    key = "sk-proj-" + "Abc123XyZ" * 5
+    info = {"pairs": 4, "sources": ["Claude Code sessions (2 traces)"],
+            "student_models": ["claude-sonnet-4-5"], "teachers": ["gpt-5", "deepseek"],
+            "excluded_teachers": {"claude-opus": 12}, "method": "vote",
+            "min_agreement": 0.5, "counts": {"states": 20, "agree": 6, "abstained": 10}, "cost_usd": 1.5,
+            "license": "mit", "max_length": 8192, "splits": {"train": 3, "test": 1},
+            "lengths": {"counted_with": "estimate",
+                        **dict.fromkeys(("prompt", "chosen", "rejected", "total"), {"p50": 10, "p100": 20})},
+            "templates": {"qwen3": {"rows": 4, "passed": 4, "pass_rate": 1.0, "problems": {},
+                                    "source": "Qwen"},
+                          "llama3.1": {"rows": 4, "passed": 1, "pass_rate": 0.25,
+                                       "problems": {"template_error": 3}, "source": "vLLM"}},
+            "ablation_of": "/home/me/runs/out",
+            "command": f"python -m replay.run --source /home/me/.claude/projects --out /home/me/out "
+                       f"--teachers gpt-5,local=openai/m@http://192.168.1.20:8000/v1 --cache=/tmp/c.sqlite "
+                       f"--judge j=openai/j@https://llm.internal.example.com/v1 --note {key}"}
+    text = write_card(tmp_path, info).read_text(encoding="utf-8")
+    card = DatasetCard(text)  # the Hub's parser
+    header = card.data.to_dict()
+    assert header["license"] == "mit" and header["task_categories"] == ["text-generation"]
     assert "dpo" in header["tags"] and header["size_categories"] == ["n<1K"]
-    for needle in ("gpt-5, deepseek", "claude-opus (12)", "| agree | 6 |", "1.5000 USD", info["command"]):
-        assert needle in text
+    assert header["configs"] == [{"config_name": "default", "data_files": [
+        {"split": "train", "path": "dataset/train/data-*.arrow"},
+        {"split": "test", "path": "dataset/test/data-*.arrow"}]}]
+    for needle in ("gpt-5, deepseek", "claude-opus (12)", "| agree | 6 |", "1.5000 USD", "max_length=8192",
+                   "| llama3.1 | 4 | 1 | 25.0% | template_error (3) |", "| total | 10 | 20 |",
+                   "--source <path> --out <path> --teachers gpt-5,local=openai/m@<url> --cache=<path>",
+                   "| `preflight` |", "| `trace_id` |"):
+        assert needle in text, needle
+    for leak in ("/home/me", "192.168", "internal.example", "/tmp/c.sqlite", key):
+        assert leak not in text
+    assert "license: unknown" in card_text({"pairs": 0})
+
+
+def test_split_by_trace_keeps_traces_whole(tmp_path):
+    from datasets import load_from_disk
+
+    rows = []
+    for number, trace in enumerate("aaabbbbccdeeeefgh"):
+        rows.append({**pair_rows()[0], "trace_id": trace, "state_id": f"claude_code:{trace}:{number}"})
+    dataset = export_dataset(rows, tmp_path, test_split=0.25)
+    assert set(dataset) == {"train", "test"} and load_from_disk(str(tmp_path / "dataset"))["test"].num_rows
+    train, test = set(dataset["train"]["trace_id"]), set(dataset["test"]["trace_id"])
+    assert not train & test and train | test == set("abcdefgh")
+    assert dataset["train"].num_rows + dataset["test"].num_rows == len(rows)
+    assert 1 <= dataset["test"].num_rows <= 0.25 * len(rows)
+    assert split_by_trace(list(reversed(rows)), 0.25)["test"] == list(reversed(dataset["test"].to_list()))
+    lines = (tmp_path / "pairs.jsonl").read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line)["state_id"] for line in lines] == [r["state_id"] for r in rows]
 
 
 # --- rendering and pre-flight -----------------------------------------------------------------------
@@ -218,3 +258,27 @@ def test_preflight_drops_with_reasons(tokenizer):
                 "{% endif %}{{ m.content }}{% endfor %}")
     tokenizer_c = type(tokenizer)(tokenizer_object=tokenizer.backend_tokenizer, chat_template=no_tools)
     assert preflight(rows, tokenizer_c)[1] == {"template_error": len(rows)}
+
+
+# --- flags ------------------------------------------------------------------------------------------
+
+def test_bad_export_flags_are_one_line_before_any_call(tmp_path, capsys):
+    from replay.run import main
+    from tests.llm_server import LLMServer
+    from tests.sessions import basic_session, write_session
+
+    session = write_session(tmp_path / "s", basic_session())
+    with LLMServer() as server:
+        teachers = f"a=openai/a@{server.url}"
+        code = main(["--source", str(session), "--out", str(tmp_path / "out"), "--teachers", teachers,
+                     "--preflight-template", "qwen3,nowhere.jinja"])
+        assert code == 2 and not server.requests
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: --preflight-template nowhere.jinja: no such file") and "\n" not in err
+    assert main(["--source", str(session), "--out", str(tmp_path / "dry"), "--dry-run", "--max-length", "512",
+                 "--tokenizer", str(tmp_path / "no-tokenizer")]) == 2
+    assert "tokenizer" in capsys.readouterr().err
+    for flags in (["--test-split", "1.5"], ["--max-length", "0"]):
+        with pytest.raises(SystemExit) as exit_:
+            main(["--source", str(session), "--dry-run", *flags])
+        assert exit_.value.code == 2

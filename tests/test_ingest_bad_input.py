@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from ingestion.store import load_states
 from replay.run import main
 from tests.sessions import assistant, basic_session, text, tool_result, tool_use, user, write_session
 
@@ -25,7 +26,7 @@ def lines_of(records: list) -> list[bytes]:
 
 
 def states_in(out: Path) -> list[dict]:
-    return [json.loads(line) for line in (out / "states.jsonl").read_text().splitlines()]
+    return [state.model_dump(mode="json") for state in load_states(out)]
 
 
 def problems(report: dict, reason: str) -> list[dict]:

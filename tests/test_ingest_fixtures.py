@@ -89,19 +89,20 @@ def test_every_state_is_clean(fixtures_root: Path) -> None:
     for state in states:
         messages = state.messages
         assert messages[0]["role"] == "system" and "Tools available" in messages[0]["content"]
-        called: set[str] = set()
+        called: dict[str, str] = {}
         answered: set[str] = set()
         for message in messages:
-            assert set(message) <= {"role", "content", "tool_calls", "tool_call_id"}, message.keys()
+            assert set(message) <= {"role", "content", "tool_calls", "tool_call_id", "name"}, message.keys()
             assert isinstance(message["content"], str)  # no thinking / signature blocks survive
             if message["role"] == "assistant":
                 for call in message.get("tool_calls", []):
                     assert isinstance(call["function"]["arguments"], dict)
-                    called.add(call["id"])
+                    called[call["id"]] = call["function"]["name"]
             if message["role"] == "tool":
                 assert message["tool_call_id"] in called  # answers an earlier call
+                assert message["name"] == called[message["tool_call_id"]]  # templates need the name
                 answered.add(message["tool_call_id"])
-        assert called == answered
+        assert set(called) == answered
         action = state.student_action
         assert action.content.strip() or action.tool_calls
         assert all(isinstance(c.arguments, dict) for c in action.tool_calls)

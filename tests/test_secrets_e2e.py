@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from ingestion.store import load_states
 from replay.run import main
 from tests.llm_server import LLMServer, Reply
 from tests.secret_corpus import BENIGN, SECRETS
@@ -90,7 +91,7 @@ def test_planted_secrets_reach_no_teacher_and_no_file(tmp_path: Path) -> None:
     assert damaged == []
     assert sum(report["redactions"].values()) >= len(SECRETS) - 2  # a few share a message with another
     thinking = [s.needle for s in SECRETS if s.where == "thinking"]
-    states = (out / "states.jsonl").read_text()
+    states = "\n".join(s.model_dump_json() for s in load_states(out))
     assert '"thinking":"' in states and "[REDACTED:" in states and not [t for t in thinking if t in states]
     assert "redaction**: on" in (out / "README.md").read_text()
 
@@ -101,7 +102,7 @@ def test_no_redact_keeps_raw_text_and_the_card_says_so(tmp_path: Path) -> None:
         assert main(["--source", str(session), "--out", str(tmp_path / "out"), "--no-redact",
                      "--cache", str(tmp_path / "c.sqlite"), "--teachers", f"ta=openai/ta@{server.url}"]) == 0
         assert SECRETS[0].needle in json.dumps(server.requests)
-    assert SECRETS[0].needle in (tmp_path / "out" / "states.jsonl").read_text()
+    assert SECRETS[0].needle in "\n".join(s.model_dump_json() for s in load_states(tmp_path / "out"))
     assert "OFF (--no-redact)" in (tmp_path / "out" / "README.md").read_text()
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ingestion.messages import strip_blank_lines
 from ingestion.schema import Action, ToolCall
 
 IMAGE = "[image]"
@@ -94,7 +95,7 @@ def assistant_action(blocks: list[Any]) -> Action:
             calls.append(ToolCall(id=str(block.get("id") or f"call_{len(calls)}"),
                                   name=str(block.get("name") or "unknown"),
                                   arguments=arguments if isinstance(arguments, dict) else {}))
-    return Action(content="\n\n".join(texts), tool_calls=calls,
+    return Action(content=strip_blank_lines("\n\n".join(texts)), tool_calls=calls,
                   thinking="\n\n".join(thinking) if thinking else None)
 
 

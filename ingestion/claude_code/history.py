@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
-from ingestion.budget import cut_text, cut_value, message_chars
+from ingestion.budget import cut_message, message_chars
 from ingestion.claude_code.convert import user_messages
 from ingestion.claude_code.session import Group, Node, Session
+from ingestion.messages import is_user, join_users, merge_user_runs
 from ingestion.stats import IngestStats
 
 MISSING_RESULT = "[no tool result was recorded in the session]"
+MEMO_SIZE = 16   # prefixes kept: turns mostly extend the turn just before; a branch walks a bit further
+STOP_FEEDBACK = "Stop hook feedback:\n"   # the CLI's words (getStopHookMessage)
 
 Lookup = Callable[[str], dict[str, Any] | None]
 
@@ -51,6 +53,7 @@ class _Prefix:
 
     raw: list[dict[str, Any]]
     paired: list[dict[str, Any]]
+    sizes: list[int]     # message_chars of each paired message, so budgets never re-measure history
     emitted: set[str]
     calls: set[str]
     clean: bool          # every call answered in place, no orphan result
@@ -66,12 +69,28 @@ class MessageCache:
         self.stats = stats
         self._user: dict[str, list[dict[str, Any]]] = {}
         self._assistant: dict[str, dict[str, Any] | None] = {}
+        self._names: dict[str, str] | None = None
 
     def user(self, node: Node) -> list[dict[str, Any]]:
         cached = self._user.get(node.uuid)
         if cached is None:
-            cached = self._user[node.uuid] = [self._cut(m) for m in user_messages(node.content)]
+            cached = self._user[node.uuid] = [self._cut(self._named(m)) for m in user_messages(node.content)]
         return cached
+
+    def _named(self, message: dict[str, Any]) -> dict[str, Any]:
+        """A tool message gains the name of the tool it answers (templates such as Hermes need it)."""
+        if message.get("role") != "tool":
+            return message
+        if self._names is None:
+            self._names = {call.id: call.name for group in self.session.groups.values()
+                           for call in group.action.tool_calls}
+        name = self._names.get(message.get("tool_call_id") or "")
+        return message if name is None else {"role": "tool", "tool_call_id": message["tool_call_id"],
+                                             "name": name, "content": message.get("content", "")}
+
+    def feedback(self, texts: list[str]) -> dict[str, Any]:
+        """The user message a blocking Stop hook's texts became (one per hook, merged as the API does)."""
+        return self._cut({"role": "user", "content": "\n".join(STOP_FEEDBACK + t for t in texts)})
 
     def assistant(self, group: Group) -> dict[str, Any] | None:
         if group.key not in self._assistant:
@@ -83,40 +102,32 @@ class MessageCache:
         return self._assistant[group.key]
 
     def _cut(self, message: dict[str, Any]) -> dict[str, Any]:
-        content = message.get("content") or ""
-        calls = message.get("tool_calls")
-        long_calls = bool(calls) and len(orjson.dumps(calls)) > self.limit
-        if len(content) <= self.limit and not long_calls:
-            return message
-        out = dict(message, content=cut_text(content, self.limit))
-        if long_calls:
-            out["tool_calls"] = [dict(c, function={"name": c["function"]["name"],
-                                                   "arguments": cut_value(c["function"]["arguments"],
-                                                                          self.limit)})
-                                 for c in calls]
-        if out != message:
+        out = cut_message(message, self.limit)
+        if out is not message:
             self.stats.budget["truncated_messages"] += 1
         return out
 
 
 class HistoryBuilder:
     """Histories of a session's turns. Turns of one conversation share their prefix, so each
-    history extends the one memoised at the nearest ancestor instead of walking to the root."""
+    history extends the one memoised at the nearest ancestor instead of walking to the root.
+    Only the latest MEMO_SIZE prefixes are kept: each is as long as its history, and keeping one per
+    turn would make memory grow with the square of the session's length."""
 
     def __init__(self, session: Session, cache: MessageCache, stats: IngestStats) -> None:
         self.session = session
         self.cache = cache
         self.stats = stats
-        self._memo: dict[str, _Prefix] = {}
+        self._memo: OrderedDict[str, _Prefix] = OrderedDict()
 
-    def build(self, group: Group) -> tuple[list[dict[str, Any]], int]:
-        """Messages before `group`'s turn, and their size in characters."""
+    def build(self, group: Group) -> tuple[list[dict[str, Any]], list[int], int]:
+        """Messages before `group`'s turn, each one's size, and their total size in characters."""
         start = group.first.parent
         nodes, hit = chain(self.session, start, self._memo.__contains__)
-        base = self._memo[hit] if hit else _Prefix([], [], set(), set(), True, 0)
+        base = self._memo[hit] if hit else _Prefix([], [], [], set(), set(), True, 0)
         emitted = set(base.emitted)
         emitted.add(group.key)
-        segment = self._convert(nodes, emitted)
+        segment = self._convert(nodes, emitted, base.raw[-1]["role"] if base.raw else None)
         emitted.discard(group.key)
         lookup = self._lookup(group)
         seg_calls = {c.get("id") or "" for m in segment for c in m.get("tool_calls") or ()}
@@ -124,23 +135,42 @@ class HistoryBuilder:
         if base.clean and seg_results <= seg_calls and not seg_calls & base.calls:
             # Nothing new answers an old call: pairing the new part alone gives the same result.
             tail, missing, orphans = pair_tool_results(segment, lookup)
-            paired = base.paired + tail
-            chars = base.chars + sum(message_chars(m) for m in tail)
+            paired, sizes, added = _extend(base.paired, base.sizes, merge_user_runs(tail))
+            chars = base.chars + added
         else:
             paired, missing, orphans = pair_tool_results(base.raw + segment, lookup)
-            chars = sum(message_chars(m) for m in paired)
+            paired = merge_user_runs(paired)
+            sizes = [message_chars(m) for m in paired]
+            chars = sum(sizes)
         self.stats.budget["missing_tool_results"] += missing
         self.stats.budget["orphan_tool_results"] += orphans
-        prefix = _Prefix(base.raw + segment, paired, emitted, base.calls | seg_calls,
+        prefix = _Prefix(base.raw + segment, paired, sizes, emitted, base.calls | seg_calls,
                          base.clean and not missing and not orphans, chars)
         if start is not None:
             self._memo[start] = prefix
-        return paired, prefix.chars
+            self._memo.move_to_end(start)
+            if len(self._memo) > MEMO_SIZE:
+                self._memo.popitem(last=False)
+        return paired, sizes, prefix.chars
 
-    def _convert(self, nodes: list[Node], emitted: set[str]) -> list[dict[str, Any]]:
+    def _convert(self, nodes: list[Node], emitted: set[str], last_role: str | None) -> list[dict[str, Any]]:
         messages: list[dict[str, Any]] = []
+        pending: list[str] = []   # a blocking Stop hook's feedback not yet followed by a user message
+
+        def settle() -> None:
+            # Two assistant messages in a row with a blocked Stop hook between: the model saw the
+            # hook's feedback as a user turn, which the transcript did not always keep.
+            if pending and (messages[-1]["role"] if messages else last_role) == "assistant":
+                messages.append(self.cache.feedback(pending))
+                self.stats.history["hook_feedback"] += 1
+            pending.clear()
+
         for node in nodes:
-            if node.type == "user":
+            if node.feedback is not None:
+                if node.feedback_complete:
+                    pending.clear()
+                pending.extend(node.feedback)
+            elif node.type == "user":
                 messages.extend(self.cache.user(node))
             elif node.type == "assistant" and node.group not in emitted:
                 emitted.add(node.group)
@@ -149,7 +179,9 @@ class HistoryBuilder:
                     continue
                 message = self.cache.assistant(earlier)
                 if message is not None:
+                    settle()
                     messages.append(message)
+        settle()
         return messages
 
     def _lookup(self, group: Group) -> Lookup:
@@ -161,6 +193,19 @@ class HistoryBuilder:
             return next((m for m in self.cache.user(node) if m.get("tool_call_id") == call_id), None)
 
         return lookup
+
+
+def _extend(paired: list[dict[str, Any]], sizes: list[int], tail: list[dict[str, Any]]
+            ) -> tuple[list[dict[str, Any]], list[int], int]:
+    """`paired + tail` with user messages meeting at the seam merged, each message's size, and the
+    characters the tail added."""
+    added = [message_chars(m) for m in tail]
+    if paired and tail and is_user(paired[-1]) and is_user(tail[0]):
+        joined = join_users(paired[-1], tail[0])
+        size = message_chars(joined)
+        return ([*paired[:-1], joined, *tail[1:]], [*sizes[:-1], size, *added[1:]],
+                size - sizes[-1] + sum(added[1:]))
+    return paired + tail, sizes + added, sum(added)
 
 
 def pair_tool_results(messages: list[dict[str, Any]],
@@ -200,7 +245,8 @@ def pair_tool_results(messages: list[dict[str, Any]],
             result = results.get(call_id) or lookup(call_id)
             if result is None:
                 missing += 1
-                result = {"role": "tool", "tool_call_id": call_id, "content": MISSING_RESULT}
+                result = {"role": "tool", "tool_call_id": call_id,
+                          "name": (call.get("function") or {}).get("name") or "", "content": MISSING_RESULT}
             out.append(result)
     orphans = len(set(results) - used)
     return out, missing, orphans

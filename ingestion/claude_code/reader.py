@@ -1,4 +1,11 @@
-"""Claude Code session files → TraceStates, one per assistant turn (ingestion rules 2–10)."""
+"""Claude Code session files → TraceStates, one per assistant turn (ingestion rules 2–10).
+
+Trace ids come from the records, not the file's name: a main conversation is its `sessionId`, a
+subagent `<sessionId>/agent-<agentId>`, a 1.0.x inline sidechain `<sessionId>/sidechain-<root uuid>`;
+only a file whose records carry no sessionId falls back to the session folder it lies in
+(`<session>/subagents/`), else to a hash of its path. So a state's id depends on its own session
+alone, whatever a file is called and whichever other files a run reads.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +14,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ingestion.budget import fit_context
+from ingestion.budget import Budget, count_fit
+from ingestion.claude_code.agents import (
+    agent_id_of,
+    folder_session,
+    is_fork_start,
+    is_side_file,
+    is_subagent_file,
+    path_trace_id,
+    read_meta,
+)
 from ingestion.claude_code.convert import is_turn
 from ingestion.claude_code.history import HistoryBuilder, MessageCache
 from ingestion.claude_code.session import Group, Node, Session, load_session
-from ingestion.claude_code.tools import trace_tools
+from ingestion.claude_code.tools import recorded_tools, trace_tools
 from ingestion.options import IngestOptions
 from ingestion.prompt import system_message, trace_environment
 from ingestion.schema import TraceState, make_state_id
@@ -23,27 +39,35 @@ SOURCE = "claude_code"
 @dataclass
 class Trace:
     trace_id: str
+    session_id: str
     sidechain: bool
     groups: list[Group] = field(default_factory=list)
-
-
-def is_subagent_file(path: Path) -> bool:
-    return path.name.startswith("agent-")
+    agent_id: str | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
 
 
 def session_states(path: Path, options: IngestOptions, stats: IngestStats,
                    seen_messages: set[str]) -> Iterator[TraceState]:
     """Every state of one session file; `seen_messages` carries message ids across files."""
+    if is_side_file(path):
+        stats.problem(str(path), None, "not_a_transcript", action="file")
+        return
     subagent_file = is_subagent_file(path)
     if subagent_file and not options.include_subagents:
         stats.skipped_traces["subagent"] += 1
         return
-    session = load_session(path, stats)
+    try:
+        session = load_session(path, stats)
+    except OSError as error:   # gone or locked since the source was listed
+        stats.problem(str(path), None, "unreadable_file", action="file", detail=error.strerror or str(error))
+        return
     if not session.nodes:
         stats.problem(str(path), None, "no_conversation", action="file")
         return
-    history = HistoryBuilder(session, MessageCache(session, options.max_message_chars, stats), stats)
-    for trace in _traces(session, path, subagent_file):
+    meta = read_meta(path, stats) if subagent_file else {}
+    history = HistoryBuilder(session, MessageCache(session, options.message_limit(), stats), stats)
+    budget = Budget(options)
+    for trace in _traces(session, path, subagent_file, meta):
         if trace.sidechain and not options.include_subagents:
             stats.skipped_traces["subagent"] += 1
             continue
@@ -51,24 +75,30 @@ def session_states(path: Path, options: IngestOptions, stats: IngestStats,
             stats.skipped_traces["warmup"] += 1
             continue
         stats.traces += 1
-        yield from _trace_states(session, trace, history, options, stats, seen_messages)
+        yield from _trace_states(session, trace, history, budget, stats, seen_messages)
 
 
-def _traces(session: Session, path: Path, subagent_file: bool) -> list[Trace]:
-    """Turns grouped by trace: the main conversation, each inline sidechain, or the agent file."""
+def _traces(session: Session, path: Path, subagent_file: bool, meta: dict[str, Any]) -> list[Trace]:
+    """Turns grouped by trace: the main conversation (per sessionId), each inline sidechain, the agent."""
     traces: dict[str, Trace] = {}
     roots: dict[str, str] = {}
-    agent_id = path.stem.removeprefix("agent-")
+    file_session = session.session_id or folder_session(path) or path_trace_id(path)
     for group in session.groups.values():
         first = group.first
+        session_id = first.envelope.get("sessionId") or file_session
+        agent_id = None
         if subagent_file:
-            session_id = first.envelope.get("sessionId") or path.parent.parent.name
+            agent_id = first.envelope.get("agentId") or agent_id_of(path)
             trace_id = f"{session_id}/agent-{agent_id}"
         elif first.sidechain:
-            trace_id = f"{path.stem}/sidechain-{_root(session, first, roots)}"
+            trace_id = f"{session_id}/sidechain-{_root(session, first, roots)}"
         else:
-            trace_id = path.stem
-        traces.setdefault(trace_id, Trace(trace_id, subagent_file or first.sidechain)).groups.append(group)
+            trace_id = session_id
+        trace = traces.get(trace_id)
+        if trace is None:
+            trace = traces[trace_id] = Trace(trace_id, session_id, subagent_file or first.sidechain,
+                                             agent_id=agent_id, meta=meta if subagent_file else {})
+        trace.groups.append(group)
     return list(traces.values())
 
 
@@ -98,17 +128,20 @@ def _is_warmup(session: Session, trace: Trace) -> bool:
     return bool(prompts) and prompts[0].content.strip() == "Warmup"
 
 
-def _trace_states(session: Session, trace: Trace, history: HistoryBuilder, options: IngestOptions,
+def _trace_states(session: Session, trace: Trace, history: HistoryBuilder, budget: Budget,
                   stats: IngestStats, seen_messages: set[str]) -> Iterator[TraceState]:
     turns: list[Group] = []
+    fork_start = _fork_start(session, trace)
     for group in trace.groups:
         if group.synthetic:
             stats.skipped_turns["api_error"] += 1
         elif not is_turn(group.action):
             stats.skipped_turns["no_text_or_tool_use"] += 1
+        elif group.first.seq < fork_start:
+            stats.skipped_turns["fork_inherited"] += 1   # the parent's turn, copied into the fork
         else:
             turns.append(group)
-    tools = trace_tools(call for g in turns for call in g.action.tool_calls)
+    tools = _tools_at(session, turns)
     # The system prompt is the trace's, from its first turn: a date (or branch) that moved mid-session
     # would change the first message of every later request, and providers cache prompts by prefix.
     opening = turns[0].first.envelope if turns else {}
@@ -119,20 +152,27 @@ def _trace_states(session: Session, trace: Trace, history: HistoryBuilder, optio
             continue
         seen_messages.add(group.key)
         stats.states += 1
-        yield _state(session, trace, turn, group, _tools_at(session, group, tools), history, options, stats,
-                     opening)
+        yield _state(session, trace, turn, group, tools, history, budget, stats, opening)
 
 
-def _tools_at(session: Session, group: Group, default: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Recorded request shapes (CLI 2.1.3xx) win: the latest one before the turn."""
-    recorded = [tools for seq, tools in session.shapes if seq < group.first.seq]
-    if recorded:
-        return recorded[-1]
-    return session.shapes[0][1] if session.shapes else default
+def _fork_start(session: Session, trace: Trace) -> int:
+    """Where a fork subagent's own work starts (file position), or -1: turns before it are inherited."""
+    if trace.agent_id is None or not trace.groups:
+        return -1
+    for node in session.nodes.values():
+        if node.type == "user" and node.sidechain and is_fork_start(node.content):
+            return node.seq
+    return -1
+
+
+def _tools_at(session: Session, turns: list[Group]) -> list[dict[str, Any]]:
+    """One tool list per trace: recorded request shapes (CLI 2.1.3xx) win over the default set."""
+    return trace_tools((call for g in turns for call in g.action.tool_calls),
+                       recorded_tools(tools for _seq, tools in session.shapes))
 
 
 def _state(session: Session, trace: Trace, turn: int, group: Group, tools: list[dict[str, Any]],
-           history: HistoryBuilder, options: IngestOptions, stats: IngestStats,
+           history: HistoryBuilder, budget: Budget, stats: IngestStats,
            opening: dict[str, Any]) -> TraceState:
     first = group.first
     envelope = first.envelope
@@ -140,18 +180,19 @@ def _state(session: Session, trace: Trace, turn: int, group: Group, tools: list[
         "cwd": envelope.get("cwd"), "git_branch": envelope.get("gitBranch"),
         "timestamp": envelope.get("timestamp"), "version": envelope.get("version"),
         "file": str(session.path), "line": first.line, "message_id": group.key,
-        "request_id": group.request_id,
+        "request_id": group.request_id, "session_id": trace.session_id,
     }
     if trace.sidechain:
-        metadata["agent_id"] = envelope.get("agentId")
-    before, chars = history.build(group)
+        metadata["agent_id"] = trace.agent_id or envelope.get("agentId")
+        metadata.update(trace.meta)
+    before, _sizes, chars = history.build(group)  # sizes in characters; budgets count tokens
     system = system_message(trace_environment(opening), tools)
     messages = [system, *before]
-    messages, dropped = fit_context(messages, options.max_prompt_tokens, tools,
-                                    chars=chars + len(system["content"]))
-    if dropped:
-        stats.budget["states_trimmed"] += 1
-        stats.budget["dropped_messages"] += dropped
+    messages, dropped, over = budget.fit(messages, tools, group.action.to_message(),
+                                         chars=chars + len(system["content"]))
+    count_fit(stats, budget, dropped, over)
+    if dropped:  # the trim point: it moved between two states of a trace iff this count differs
+        metadata["dropped_messages"] = dropped
     # Every field is built above from typed parts (Action is validated); re-validating each of the
     # hundreds of history messages of every state cost a fifth of ingestion.
     return TraceState.model_construct(

@@ -34,6 +34,10 @@ class Node:
     content: Any = None                # user: message.content; assistant: the block list
     group: str | None = None           # assistant: merged response key
     envelope: dict[str, Any] = field(default_factory=dict)
+    # What a blocking Stop hook told the model (stop_hook_summary: all of it; a hook_blocking_error
+    # attachment: its part). The CLI sends it as a user message it does not always write down.
+    feedback: list[str] | None = None
+    feedback_complete: bool = False
 
 
 @dataclass
@@ -61,6 +65,7 @@ class Group:
 @dataclass
 class Session:
     path: Path
+    session_id: str | None = None      # the first sessionId the file's records carry
     nodes: dict[str, Node] = field(default_factory=dict)
     groups: dict[str, Group] = field(default_factory=dict)
     results: dict[str, tuple[int, str]] = field(default_factory=dict)  # tool_use_id -> (seq, uuid)
@@ -68,6 +73,7 @@ class Session:
 
 
 _ENVELOPE = ("cwd", "gitBranch", "timestamp", "version", "sessionId", "agentId")
+STOP_EVENTS = ("Stop", "SubagentStop")
 
 
 def load_session(path: Path, stats: IngestStats) -> Session:
@@ -82,6 +88,8 @@ def load_session(path: Path, stats: IngestStats) -> Session:
             stats.skipped_records[kind] += 1
             if kind == "api-request-shape":
                 _add_shape(session, seq, record)
+        if session.session_id is None and isinstance(record.get("sessionId"), str):
+            session.session_id = record["sessionId"]
         uuid = record.get("uuid")
         if not isinstance(uuid, str):
             if kind in CONVERSATION:
@@ -98,7 +106,27 @@ def load_session(path: Path, stats: IngestStats) -> Session:
         session.nodes[uuid] = node
         if kind in CONVERSATION:
             _fill(session, node, record, stats, name)
+        elif kind in ("system", "attachment"):
+            _hook_feedback(node, record)
     return session
+
+
+def _hook_feedback(node: Node, record: dict[str, Any]) -> None:
+    """Keep the text of a blocking Stop hook: the CLI sent it to the model as `Stop hook feedback:\n…`."""
+    if record.get("subtype") == "stop_hook_summary":
+        errors = record.get("hookErrors")
+        texts = [e for e in errors if isinstance(e, str) and e.strip()] if isinstance(errors, list) else []
+        if texts:
+            node.feedback, node.feedback_complete = texts, True
+        return
+    attachment = record.get("attachment")
+    if not isinstance(attachment, dict) or attachment.get("type") != "hook_blocking_error" \
+            or attachment.get("hookEvent") not in STOP_EVENTS:
+        return
+    blocking = attachment.get("blockingError")
+    text = blocking.get("blockingError") if isinstance(blocking, dict) else blocking
+    if isinstance(text, str) and text.strip():
+        node.feedback = [text]
 
 
 def _fill(session: Session, node: Node, record: dict[str, Any], stats: IngestStats, name: str) -> None:

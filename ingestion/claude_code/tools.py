@@ -42,16 +42,40 @@ def infer_schema(name: str, calls: Iterable[dict[str, Any]]) -> dict[str, Any]:
         "parameters": {"type": "object", "properties": properties, "required": required}}}
 
 
-def trace_tools(calls: Iterable[ToolCall]) -> list[dict[str, Any]]:
-    """The default tools plus every tool the trace used, known schemas first.
+def recorded_tools(shapes: Iterable[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The tools a session recorded (api-request-shape, CLI 2.1.3xx), as one list: every name in the
+    order it first appears, with the schema it was first recorded with.
+
+    >>> a = {"type": "function", "function": {"name": "Bash"}}
+    >>> b = {"type": "function", "function": {"name": "Read"}}
+    >>> [t["function"]["name"] for t in recorded_tools([[a], [b, a]])]
+    ['Bash', 'Read']
+    """
+    tools: dict[str, dict[str, Any]] = {}
+    for shape in shapes:
+        for tool in shape:
+            tools.setdefault(tool["function"]["name"], tool)
+    return list(tools.values())
+
+
+def trace_tools(calls: Iterable[ToolCall],
+                recorded: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """The tools a trace can use, one list for all its states (they are part of every request's
+    cacheable prefix): the session's recorded list, else the default set; then every other tool the
+    trace called, sorted by name (a known schema, else one inferred from its calls).
 
     >>> names = [t["function"]["name"] for t in trace_tools([ToolCall(id="1", name="mcp__x__y")])]
     >>> names[0], names[-1]
     ('Bash', 'mcp__x__y')
+    >>> recorded = [{"type": "function", "function": {"name": "Write"}}]
+    >>> [t["function"]["name"] for t in trace_tools([ToolCall(id="1", name="Bash")], recorded)]
+    ['Write', 'Bash']
     """
     known, default = known_tools()
     used: dict[str, list[dict[str, Any]]] = {}
     for call in calls:
         used.setdefault(call.name, []).append(call.arguments)
-    names = list(default) + sorted(n for n in used if n not in default)
-    return [known[n] if n in known else infer_schema(n, used[n]) for n in names]
+    base = recorded if recorded else [known[n] for n in default]
+    names = {tool["function"]["name"] for tool in base}
+    extra = [known[n] if n in known else infer_schema(n, used[n]) for n in sorted(used) if n not in names]
+    return [*base, *extra]

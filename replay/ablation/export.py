@@ -20,6 +20,7 @@ from typing import Any
 from replay.ablation.evaluate import Decide, PoolCounts, evaluate_pool, jaccard, method_decider
 from replay.ablation.load import AblateConfig, RunData
 from replay.ablation.pools import AblationError, pool_dirname, pool_name
+from replay.card import source_kinds
 from replay.export import JsonMemo
 from replay.pairs import PromptMemo, confidence
 from teachers.registry import TeacherSpec
@@ -132,7 +133,7 @@ def _card_info(job: _Job, counts: PoolCounts, rows: list[dict[str, Any]]) -> dic
     config = job.data.config
     return {
         "pretty_name": f"teacher-replay DPO pairs, pool {counts.pool}",
-        "pairs": counts.pairs, "sources": [str(config.source)],
+        "pairs": counts.pairs, "sources": source_kinds(rows),  # the card names no local path
         "student_models": sorted({r["student_model"] for r in rows if r.get("student_model")}),
         "teachers": counts.teachers, "excluded_teachers": counts.excluded_same_family,
         "method": config.consensus.method, "min_agreement": config.consensus.min_agreement,
