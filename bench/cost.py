@@ -138,7 +138,9 @@ def main() -> None:
               f"ratio {prompt_side / prompt_billed:.3f}")
         print(f"uncached  ${uncached(rows):.3f}  ratio {uncached(rows) / billed:.3f}")
         for cap in (float(c) for c in args.caps.split(",") if c):
-            capped, ledger = run(args, work, f"cap{cap}", ["--max-cost", str(cap)], args.latency)
+            # A capped run stops on purpose: its budget-stopped states must not fail it (#14).
+            flags = ["--max-cost", str(cap), "--max-failed", "1"]
+            capped, ledger = run(args, work, f"cap{cap}", flags, args.latency)
             spent = sum(call_usd(row) for row in ledger)
             largest = max((call_usd(row) for row in ledger), default=0.0)
             print(f"cap ${cap:.2f}: spent ${spent:.4f} (report ${capped['cost_usd']:.4f}), "
