@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import os
 import shutil
 import tempfile
 import uuid
@@ -24,7 +23,7 @@ import orjson
 
 from ingestion.schema import ReplayError
 from replay.card import card_text
-from replay.files import write_lines, write_text
+from replay.files import replace_dir, write_lines, write_text
 from replay.pairs import PAIR_COLUMNS
 
 __all__ = ["ExportError", "card_text", "export_dataset", "pair_features", "push_to_hub", "rows_to_dataset",
@@ -120,16 +119,6 @@ def _encode_list(value: list[Any], memo: JsonMemo) -> list[str]:
     return texts
 
 
-def _replace_dir(tmp: Path, final: Path) -> None:
-    # os.replace cannot overwrite a non-empty directory: move the old one aside first, so readers
-    # only ever see a complete old or a complete new dataset (and, for a moment, none).
-    old = final.with_name(f".{final.name}.old.{uuid.uuid4().hex}")
-    if final.exists():
-        os.replace(final, old)
-    os.replace(tmp, final)
-    shutil.rmtree(old, ignore_errors=True)
-
-
 def split_by_trace(rows: list[dict[str, Any]], test_share: float) -> dict[str, list[dict[str, Any]]]:
     """`train` and `test` rows, whole traces to one side: prompts of one trace are prefixes of each
     other, so a split by row would leak. Traces are taken in the order of a hash of their id (stable
@@ -179,7 +168,7 @@ def export_dataset(rows: Iterable[dict[str, Any]], out_dir: str | Path, memo: Js
             splits = split_by_trace(rows, test_split)
             DatasetDict({name: rows_to_dataset(part, memo) for name, part in splits.items()}).save_to_disk(
                 str(tmp), num_shards={name: 1 for name, part in splits.items() if not part} or None)
-        _replace_dir(tmp, out / "dataset")
+        replace_dir(tmp, out / "dataset")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     write_lines(out / "pairs.jsonl", (_row_line(row, memo) for row in rows))

@@ -4,6 +4,7 @@ never sees half a file."""
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
 from collections.abc import Iterable
 from pathlib import Path
@@ -44,3 +45,14 @@ def write_lines(path: Path, lines: Iterable[bytes]) -> None:
 
 def write_jsonl(path: Path, records: Iterable[dict[str, Any]]) -> None:
     write_lines(path, (orjson.dumps(record) + b"\n" for record in records))
+
+
+def replace_dir(tmp: Path, final: Path) -> None:
+    """Put the finished folder `tmp` where `final` is. `os.replace` cannot overwrite a non-empty folder,
+    so the old one is moved aside first: readers only ever see a complete old or a complete new folder
+    (and, for a moment, none)."""
+    old = final.with_name(f".{final.name}.old.{uuid.uuid4().hex}")
+    if final.exists():
+        os.replace(final, old)
+    os.replace(tmp, final)
+    shutil.rmtree(old, ignore_errors=True)

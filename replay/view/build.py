@@ -7,7 +7,6 @@ beside the old one and swapped in at the end: a failed build leaves the previous
 
 from __future__ import annotations
 
-import os
 import shutil
 import time
 import uuid
@@ -18,6 +17,7 @@ from typing import Any
 
 from ingestion.schema import TraceState
 from replay.ablation.agreement import AgreementMatrix, pair_agreement
+from replay.files import replace_dir
 from replay.view.index import Index
 from replay.view.load import RunOutputs, iter_states, load_run
 from replay.view.pages import RunInfo, overview_page, state_page
@@ -48,7 +48,7 @@ def build_view(run_dir: Path, out: Path | None = None) -> ViewSummary:
     try:
         (work / "states").mkdir(parents=True)
         sizes = _build(run, work)
-        _swap(work, target)
+        replace_dir(work, target)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     largest = max(sizes, key=lambda item: item[1])
@@ -134,10 +134,3 @@ def _matrix(forms: dict[str, dict[str, Any]], setup: Setup | None) -> AgreementM
     return AgreementMatrix(teachers=names, cells=cells)
 
 
-def _swap(work: Path, target: Path) -> None:
-    """Replace `target` by `work` (a folder cannot be replaced atomically: the old one is moved aside)."""
-    old = target.with_name(f".{target.name}.{uuid.uuid4().hex}.old")
-    if target.exists():
-        os.replace(target, old)
-    os.replace(work, target)
-    shutil.rmtree(old, ignore_errors=True)
