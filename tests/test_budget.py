@@ -3,11 +3,12 @@ chat templates need (#19 item 3), on sessions built in the tests."""
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
 
-from ingestion.budget import Budget, trim_start
+from ingestion.budget import Budget, trim_start, trim_start_sums
 from ingestion.options import IngestOptions
 from ingestion.sources import iter_states
 from ingestion.stats import IngestStats
@@ -104,6 +105,41 @@ def test_trim_points_lie_on_a_grid(excess: int, expected: int) -> None:
     roles = ["system", "user"] + ["assistant", "tool"] * 3 + ["user"]
     sizes = [10, 10] + [50, 50] * 3 + [10]
     assert trim_start(sizes, roles, 2, excess, step=100) == expected
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_trim_over_running_sums_equals_the_pass_over_the_history(seed: int) -> None:
+    rng = random.Random(seed)
+    kinds = ["assistant", "tool", "user"]
+    roles = ["system", "user"] + [rng.choice(kinds) for _ in range(rng.randrange(0, 40))]
+    sizes = [rng.randrange(0, 300) for _ in roles]
+    cum = [0]
+    for size in sizes:
+        cum.append(cum[-1] + size)
+    assistants = [i for i, role in enumerate(roles) if role == "assistant"]
+    for excess in (0, 1, *(rng.randrange(0, cum[-1] + 2) for _ in range(30))):
+        step = rng.randrange(1, 500)
+        assert trim_start_sums(cum, assistants, 2, excess, step) == trim_start(sizes, roles, 2, excess, step)
+
+
+def test_fitting_a_growing_trace_reuses_sums_and_fits_as_a_fresh_budget_would() -> None:
+    """States of a trace extend each other, with a rewind (another branch) in the middle: the budget
+    that carries its running sums from state to state fits each one exactly as a new budget does."""
+    rng = random.Random(7)
+    system, first = {"role": "system", "content": "s" * 400}, {"role": "user", "content": "task"}
+    branch = [system, first]
+    states = []
+    for turn in range(120):
+        if turn == 60:
+            branch = branch[:30]   # the user rewound: a shorter history on another branch
+        branch = branch + [{"role": "assistant", "content": "a" * rng.randrange(0, 4000)},
+                           {"role": "tool", "content": "t" * rng.randrange(0, 12_000)}]
+        states.append([dict(system), *branch[1:]])   # a new system dict each state, as the reader builds
+    options = IngestOptions(max_prompt_tokens=20_000)
+    carried = Budget(options)
+    fitted = [carried.fit(messages, []) for messages in states]
+    assert fitted == [Budget(options).fit(messages, []) for messages in states]
+    assert sum(dropped for _, dropped, _ in fitted) > 0   # the trim really ran
 
 
 def test_budget_memoises_message_sizes() -> None:
