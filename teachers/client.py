@@ -29,10 +29,11 @@ from teachers.scrub import install_log_scrubbing, scrub
 _THINK = re.compile(r"<think>(.*?)(?:</think>|$)", re.S)
 _OWN_ARGUMENTS = frozenset({"model", "messages", "tools", "timeout", "num_retries", "max_retries", "stream",
                             "api_base", "api_key", "client"})
-# Providers litellm serves with its own AsyncHTTPHandler, which take one as `client=`: for the
-# OpenAI-format ones, tried against a loopback server (the others fail on a handler client); for the
-# rest, typed so in litellm's dispatch (main.py `_dispatch_client_http`). Every other provider goes
-# through the OpenAI SDK, which uses `litellm.aclient_session`. Both are capped (teachers.http).
+# Providers litellm serves with its own HTTP handler, which take one as `client=` (an `HTTPHandler` on
+# the pool's sync path): for the OpenAI-format ones, tried against a loopback server (the others fail on
+# a handler client); for the rest, typed so in litellm's dispatch (main.py `_dispatch_client_http`).
+# Every other provider goes through the OpenAI SDK, which uses `litellm.client_session`. Both are capped
+# (teachers.http).
 _HANDLER_PROVIDERS = frozenset({"anthropic", "gemini", "vertex_ai", "vertex_ai_beta", "deepseek",
                                 "openrouter", "xai", "mistral", "together_ai", "fireworks_ai", "hosted_vllm",
                                 "azure_ai", "cometapi", "edenai"})

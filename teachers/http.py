@@ -1,10 +1,10 @@
 """Teacher answers are read up to a size cap, never whole (`--max-response-mb`, default 10 MB).
 
 litellm reaches providers through httpx in two ways, and each takes our transport the way litellm
-accepts clients: providers served through the OpenAI SDK use `litellm.aclient_session` (an
-`httpx.AsyncClient`) or, for the sync `litellm.completion` the pool calls on its worker threads,
-`litellm.client_session` (an `httpx.Client`); the others (anthropic, deepseek, openrouter, gemini, ...)
-take `client=` an `AsyncHTTPHandler` (a `transport`) or an `HTTPHandler` (an `httpx.Client`).
+accepts clients: providers served through the OpenAI SDK use `litellm.client_session` (an `httpx.Client`)
+for the sync `litellm.completion` the pool calls on its worker threads, and `litellm.aclient_session` (an
+`httpx.AsyncClient`) for the async file and batch calls of `--batch`; the others (anthropic, deepseek,
+openrouter, gemini, ...) take `client=` an `HTTPHandler` (an `httpx.Client`).
 `CappedTransport` (and `SyncCappedTransport`) asks for an uncompressed answer,
 refuses one whose Content-Length is over the cap before reading a byte, and wraps the body stream so
 reading stops with `ResponseTooLarge` as soon as the cap is passed (a gzip answer is decompressed here,
@@ -94,6 +94,15 @@ def _refusal(response: httpx.Response, cap: int) -> str | None:
     return None
 
 
+def _capped(response: httpx.Response, request: httpx.Request,
+            stream: type[_CappedStream] | type[_CappedSyncStream], cap: int) -> httpx.Response:
+    """The answer with its body read through the cap (decompressed here, so no content-encoding left)."""
+    headers = [(k, v) for k, v in response.headers.raw if k.lower() != b"content-encoding"]
+    gzip = _encoding(response) in ("gzip", "deflate")
+    return httpx.Response(status_code=response.status_code, headers=headers, request=request,
+                          stream=stream(response.stream, cap, gzip), extensions=response.extensions)
+
+
 def _encoding(response: httpx.Response) -> str:
     return response.headers.get("content-encoding", "identity").strip().lower()
 
@@ -125,11 +134,7 @@ class CappedTransport(httpx.AsyncBaseTransport):
         if reason := _refusal(response, cap):
             await response.aclose()
             raise ResponseTooLarge(reason)
-        headers = [(k, v) for k, v in response.headers.raw if k.lower() not in (b"content-encoding",)]
-        gzip = _encoding(response) in ("gzip", "deflate")
-        return httpx.Response(status_code=response.status_code, headers=headers, request=request,
-                              stream=_CappedStream(response.stream, cap, gzip),
-                              extensions=response.extensions)
+        return _capped(response, request, _CappedStream, cap)
 
     async def aclose(self) -> None:
         for transports in list(self._loops.values()):
@@ -158,11 +163,7 @@ class SyncCappedTransport(httpx.BaseTransport):
         if reason := _refusal(response, cap):
             response.close()
             raise ResponseTooLarge(reason)
-        headers = [(k, v) for k, v in response.headers.raw if k.lower() not in (b"content-encoding",)]
-        gzip = _encoding(response) in ("gzip", "deflate")
-        return httpx.Response(status_code=response.status_code, headers=headers, request=request,
-                              stream=_CappedSyncStream(response.stream, cap, gzip),
-                              extensions=response.extensions)
+        return _capped(response, request, _CappedSyncStream, cap)
 
     def close(self) -> None:
         for transport in self._inner.values():
@@ -177,14 +178,6 @@ def capped_transport() -> CappedTransport:
 @lru_cache(maxsize=1)
 def sync_capped_client() -> httpx.Client:
     return httpx.Client(transport=SyncCappedTransport(), trust_env=False, follow_redirects=True)
-
-
-@lru_cache(maxsize=1)
-def handler_client() -> Any:
-    """The `client=` for providers litellm serves with its own AsyncHTTPHandler."""
-    from litellm.llms.custom_httpx.http_handler import AsyncHTTPHandler
-
-    return AsyncHTTPHandler(transport=capped_transport())
 
 
 @lru_cache(maxsize=1)
