@@ -26,11 +26,11 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from email.parser import BytesParser
 from email.policy import default as email_policy
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from tests.caching_server import anthropic_message
-from tests.llm_server import Reply
+from tests.llm_server import LoopbackServer, Reply
 
 Answer = Callable[[dict[str, Any]], Reply]
 
@@ -39,7 +39,7 @@ def _iso(moment: float) -> str:
     return datetime.fromtimestamp(moment, UTC).isoformat().replace("+00:00", "Z")
 
 
-class BatchServer:
+class BatchServer(LoopbackServer):
     """`with BatchServer(answer) as server:` → `server.url` (`.../v1`); `server.created` counts batches."""
 
     def __init__(self, answer: Answer, hold: bool = True, lose_created: int = 0) -> None:
@@ -54,26 +54,11 @@ class BatchServer:
         self._held = hold
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02},
-                                        daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+        super().__init__()
 
     def release(self) -> None:
         """Let every batch finish on its next retrieve."""
         self._held = False
-
-    def __enter__(self) -> BatchServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
 
     # --- OpenAI ---------------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
 
 
 @dataclass
@@ -67,7 +67,34 @@ def scripted(*replies: Reply) -> Responder:
     return respond
 
 
-class LLMServer:
+class LoopbackServer:
+    """A threaded HTTP server on a free port of 127.0.0.1, served while inside `with`; subclasses give
+    `_handler()` and set their own fields before calling `super().__init__()`."""
+
+    def __init__(self) -> None:
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._httpd.daemon_threads = True
+        # serve_forever polls for shutdown every 0.5 s by default: that was the cost of every `with`.
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02},
+                                        daemon=True)
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        raise NotImplementedError
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+
+class LLMServer(LoopbackServer):
     """`with LLMServer(responder) as server:` → `server.url` is `http://127.0.0.1:PORT/v1`."""
 
     def __init__(self, responder: Responder | None = None) -> None:
@@ -75,23 +102,7 @@ class LLMServer:
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self._lock = threading.Lock()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._httpd.daemon_threads = True
-        # serve_forever polls for shutdown every 0.5 s by default: that was the cost of every `with`.
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02},
-                                        daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
-
-    def __enter__(self) -> LLMServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
+        super().__init__()
 
     def _record(self, body: dict[str, Any], headers: dict[str, str]) -> None:
         with self._lock:
