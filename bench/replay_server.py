@@ -17,11 +17,15 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.teacher_script import request_key, scripted  # noqa: E402
+
+if TYPE_CHECKING:
+    from aiohttp import web
 
 
 async def serve(latency: float, log: Path | None) -> None:
@@ -43,18 +47,29 @@ async def serve(latency: float, log: Path | None) -> None:
 
     app = web.Application(client_max_size=64 * 1024 * 1024)
     app.router.add_post("/v1/chat/completions", answer)
+    await serve_app(app)
+
+
+async def serve_app(app: web.Application) -> None:
+    """Serve `app` on a free loopback port, print the port (the parent reads it), serve until killed."""
+    from aiohttp import web
+
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0, backlog=1024)
     await site.start()
-    print(site._server.sockets[0].getsockname()[1], flush=True)  # the parent reads the port
+    print(site._server.sockets[0].getsockname()[1], flush=True)
     await asyncio.Event().wait()
 
 
 def start(latency: float, log: Path | None = None) -> tuple[subprocess.Popen[str], str]:
     """(child, base url) of a server started in its own process."""
-    args = [sys.executable, __file__, "--latency", str(latency)] + (["--log", str(log)] if log else [])
-    child = subprocess.Popen(args, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    return start_child([__file__, "--latency", str(latency)] + (["--log", str(log)] if log else []))
+
+
+def start_child(args: list[str]) -> tuple[subprocess.Popen[str], str]:
+    """(child, base url) of `python ARGS`, a server that prints its port first."""
+    child = subprocess.Popen([sys.executable, *args], stdout=subprocess.PIPE, text=True, cwd=ROOT)
     port = child.stdout.readline().strip() if child.stdout else ""
     if not port.isdigit():
         child.kill()

@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+from bench.replay_server import serve_app, start_child  # noqa: E402
 from tests.llm_server import chat_completion  # noqa: E402
 
 REPLY = chat_completion("", tool_calls=[{"id": "call_1", "name": "Bash", "arguments": {"command": "ls -la"}}])
@@ -48,12 +49,7 @@ async def _serve_aiohttp(latency: float) -> None:
 
     app = web.Application()
     app.router.add_post("/v1/chat/completions", handle)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0, backlog=1024)
-    await site.start()
-    print(site._server.sockets[0].getsockname()[1], flush=True)  # the parent reads the port
-    await asyncio.Event().wait()
+    await serve_app(app)
 
 
 def _serve_threading(latency: float) -> None:
@@ -67,13 +63,7 @@ def _serve_threading(latency: float) -> None:
 
 
 def start_server(kind: str, latency: float) -> tuple[subprocess.Popen[str], str]:
-    child = subprocess.Popen([sys.executable, __file__, "--serve", kind, "--latency", str(latency)],
-                             stdout=subprocess.PIPE, text=True, cwd=ROOT)
-    port = child.stdout.readline().strip() if child.stdout else ""
-    if not port.isdigit():
-        child.kill()
-        raise SystemExit(f"loopback server did not start: {port!r}")
-    return child, f"http://127.0.0.1:{port}/v1"
+    return start_child([__file__, "--serve", kind, "--latency", str(latency)])
 
 
 # --- the two clients ---------------------------------------------------------------------------------
