@@ -39,7 +39,7 @@ LONG_SOURCE = "-Users-dain-workspace-coderabbit-review-helper/cb2e607c-c758-415a
 UUID = re.compile(rb"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 TOOL_ID = re.compile(rb"toolu_[A-Za-z0-9]+")
 # The long session's histories outgrow --max-prompt-tokens; with trimming off, what is left is reading,
-# history building and storage (the trimming pass itself is ingestion/budget.py's fit_context).
+# history building and storage (the trimming itself is ingestion/budget.py's Budget.fit).
 NO_TRIM = ["--max-prompt-tokens", str(10**9)]
 
 

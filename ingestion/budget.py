@@ -120,43 +120,23 @@ def estimate_tokens(messages: list[dict[str, Any]], tools: list[dict[str, Any]] 
     return chars // CHARS_PER_TOKEN
 
 
-def trim_start(sizes: list[int], roles: list[str], head: int, excess: int, step: int) -> int:
+def trim_start(cum: list[int], assistants: list[int], head: int, excess: int, step: int) -> int:
     """Where the kept tail starts: messages[head:start] are dropped (see the module docstring).
+    `cum[i]` is the size of the first i messages, `assistants` the assistant messages' positions in
+    order: two binary searches, not a pass over the history.
 
     The start is an assistant message, so no tool result loses its call and roles still alternate
     after the first user message; the last message is always kept. Returns `head` when nothing need
     go or nothing can.
 
     >>> roles = ["system", "user", "assistant", "tool", "assistant", "tool", "user"]
-    >>> sizes = [10, 10, 50, 50, 50, 50, 10]
-    >>> trim_start(sizes, roles, 2, excess=60, step=100)   # drop 100 tokens: the first exchange
+    >>> cum = [0, 10, 20, 70, 120, 170, 220, 230]   # sizes 10, 10, 50, 50, 50, 50, 10
+    >>> trim_start(cum, [2, 4], 2, excess=60, step=100)   # drop 100 tokens: the first exchange
     4
-    >>> trim_start(sizes, roles, 2, excess=30, step=100)   # the same grid point for a smaller excess
+    >>> trim_start(cum, [2, 4], 2, excess=30, step=100)   # the same grid point for a smaller excess
     4
-    >>> trim_start(sizes, roles, 2, excess=0, step=100)
+    >>> trim_start(cum, [2, 4], 2, excess=0, step=100)
     2
-    """
-    if excess <= 0:
-        return head
-    target = -(-excess // max(step, 1)) * max(step, 1)
-    offset, last = 0, head
-    for index in range(head, len(sizes)):
-        if roles[index] == "assistant" and index > head:
-            if offset >= target:
-                return index
-            last = index
-        offset += sizes[index]
-    return last
-
-
-def trim_start_sums(cum: list[int], assistants: list[int], head: int, excess: int, step: int) -> int:
-    """`trim_start` over running sums (`cum[i]` = size of the first i messages) and the sorted
-    assistant positions: two binary searches instead of a pass over the history.
-
-    >>> roles = ["system", "user", "assistant", "tool", "assistant", "tool", "user"]
-    >>> cum = [0, 10, 20, 70, 120, 170, 220, 230]
-    >>> [trim_start_sums(cum, [2, 4], 2, excess, step=100) for excess in (0, 30, 60, 101)]
-    [2, 4, 4, 4]
     """
     if excess <= 0:
         return head
@@ -225,7 +205,7 @@ class Budget:
         first_user = next((i for i, m in enumerate(messages) if m.get("role") == "user"), 0)
         head = first_user + 1
         fixed = tools_tokens + cum[head]
-        start = trim_start_sums(cum, assistants, head, total - limit, max((grid - fixed) // 2, 1))
+        start = trim_start(cum, assistants, head, total - limit, max((grid - fixed) // 2, 1))
         kept = total - (cum[start] - cum[head])
         return messages[:head] + messages[start:], start - head, kept > limit
 
@@ -270,21 +250,3 @@ def count_fit(stats: IngestStats, budget: Budget, dropped: int, over: bool) -> N
         stats.budget["dropped_messages"] += dropped
     if over:
         stats.budget["states_over_max_length" if budget.max_length else "states_over_prompt_budget"] += 1
-
-
-def fit_context(messages: list[dict[str, Any]], max_tokens: int, tools: list[dict[str, Any]] | None = None,
-                chars: int | None = None) -> tuple[list[dict[str, Any]], int]:
-    """Drop the oldest exchanges after the first user message until the prompt (estimated) fits.
-
-    An assistant message and the tool results answering it go together, so no tool call is ever left
-    without its result. Returns (messages, messages dropped).
-
-    >>> msgs = [{"role": "system", "content": ""}, {"role": "user", "content": "task"},
-    ...         {"role": "assistant", "content": "x" * 400}, {"role": "user", "content": "go on"},
-    ...         {"role": "assistant", "content": "ok"}, {"role": "user", "content": "more"}]
-    >>> [m["role"] for m in fit_context(msgs, 60)[0]]
-    ['system', 'user', 'assistant', 'user']
-    """
-    budget = Budget(IngestOptions(max_prompt_tokens=max_tokens))
-    kept, dropped, _ = budget.fit(messages, tools or [], chars=chars)
-    return kept, dropped

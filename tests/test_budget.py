@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ingestion.budget import Budget, trim_start, trim_start_sums
+from ingestion.budget import Budget, trim_start
 from ingestion.options import IngestOptions
 from ingestion.sources import iter_states
 from ingestion.stats import IngestStats
@@ -100,26 +100,46 @@ def test_a_tokenizer_counts_when_given(tmp_path: Path) -> None:
     assert sum(len(s.messages) for s in states) < sum(len(s.messages) for s in estimated)
 
 
+def running(sizes: list[int], roles: list[str]) -> tuple[list[int], list[int]]:
+    """`trim_start`'s inputs: running sums of the sizes and the assistant positions."""
+    cum = [0]
+    for size in sizes:
+        cum.append(cum[-1] + size)
+    return cum, [i for i, role in enumerate(roles) if role == "assistant"]
+
+
+def trim_by_walking(sizes: list[int], roles: list[str], head: int, excess: int, step: int) -> int:
+    """The rule of `ingestion.budget`'s docstring, walked message by message (the oracle)."""
+    if excess <= 0:
+        return head
+    target = -(-excess // max(step, 1)) * max(step, 1)
+    offset, last = 0, head
+    for index in range(head, len(sizes)):
+        if roles[index] == "assistant" and index > head:
+            if offset >= target:
+                return index
+            last = index
+        offset += sizes[index]
+    return last
+
+
 @pytest.mark.parametrize(("excess", "expected"), [(0, 2), (1, 4), (100, 4), (101, 6), (300, 6)])
 def test_trim_points_lie_on_a_grid(excess: int, expected: int) -> None:
     roles = ["system", "user"] + ["assistant", "tool"] * 3 + ["user"]
     sizes = [10, 10] + [50, 50] * 3 + [10]
-    assert trim_start(sizes, roles, 2, excess, step=100) == expected
+    assert trim_start(*running(sizes, roles), 2, excess, step=100) == expected
 
 
 @pytest.mark.parametrize("seed", range(20))
-def test_trim_over_running_sums_equals_the_pass_over_the_history(seed: int) -> None:
+def test_trim_by_binary_search_equals_walking_the_history(seed: int) -> None:
     rng = random.Random(seed)
     kinds = ["assistant", "tool", "user"]
     roles = ["system", "user"] + [rng.choice(kinds) for _ in range(rng.randrange(0, 40))]
     sizes = [rng.randrange(0, 300) for _ in roles]
-    cum = [0]
-    for size in sizes:
-        cum.append(cum[-1] + size)
-    assistants = [i for i, role in enumerate(roles) if role == "assistant"]
+    cum, assistants = running(sizes, roles)
     for excess in (0, 1, *(rng.randrange(0, cum[-1] + 2) for _ in range(30))):
         step = rng.randrange(1, 500)
-        assert trim_start_sums(cum, assistants, 2, excess, step) == trim_start(sizes, roles, 2, excess, step)
+        assert trim_start(cum, assistants, 2, excess, step) == trim_by_walking(sizes, roles, 2, excess, step)
 
 
 def test_fitting_a_growing_trace_reuses_sums_and_fits_as_a_fresh_budget_would() -> None:

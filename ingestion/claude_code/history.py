@@ -53,7 +53,6 @@ class _Prefix:
 
     raw: list[dict[str, Any]]
     paired: list[dict[str, Any]]
-    sizes: list[int]     # message_chars of each paired message, so budgets never re-measure history
     emitted: set[str]
     calls: set[str]
     clean: bool          # every call answered in place, no orphan result
@@ -120,11 +119,11 @@ class HistoryBuilder:
         self.stats = stats
         self._memo: OrderedDict[str, _Prefix] = OrderedDict()
 
-    def build(self, group: Group) -> tuple[list[dict[str, Any]], list[int], int]:
-        """Messages before `group`'s turn, each one's size, and their total size in characters."""
+    def build(self, group: Group) -> tuple[list[dict[str, Any]], int]:
+        """Messages before `group`'s turn and their total size in characters."""
         start = group.first.parent
         nodes, hit = chain(self.session, start, self._memo.__contains__)
-        base = self._memo[hit] if hit else _Prefix([], [], [], set(), set(), True, 0)
+        base = self._memo[hit] if hit else _Prefix([], [], set(), set(), True, 0)
         emitted = set(base.emitted)
         emitted.add(group.key)
         segment = self._convert(nodes, emitted, base.raw[-1]["role"] if base.raw else None)
@@ -135,23 +134,22 @@ class HistoryBuilder:
         if base.clean and seg_results <= seg_calls and not seg_calls & base.calls:
             # Nothing new answers an old call: pairing the new part alone gives the same result.
             tail, missing, orphans = pair_tool_results(segment, lookup)
-            paired, sizes, added = _extend(base.paired, base.sizes, merge_user_runs(tail))
+            paired, added = _extend(base.paired, merge_user_runs(tail))
             chars = base.chars + added
         else:
             paired, missing, orphans = pair_tool_results(base.raw + segment, lookup)
             paired = merge_user_runs(paired)
-            sizes = [message_chars(m) for m in paired]
-            chars = sum(sizes)
+            chars = sum(message_chars(m) for m in paired)
         self.stats.budget["missing_tool_results"] += missing
         self.stats.budget["orphan_tool_results"] += orphans
-        prefix = _Prefix(base.raw + segment, paired, sizes, emitted, base.calls | seg_calls,
+        prefix = _Prefix(base.raw + segment, paired, emitted, base.calls | seg_calls,
                          base.clean and not missing and not orphans, chars)
         if start is not None:
             self._memo[start] = prefix
             self._memo.move_to_end(start)
             if len(self._memo) > MEMO_SIZE:
                 self._memo.popitem(last=False)
-        return paired, sizes, prefix.chars
+        return paired, prefix.chars
 
     def _convert(self, nodes: list[Node], emitted: set[str], last_role: str | None) -> list[dict[str, Any]]:
         messages: list[dict[str, Any]] = []
@@ -195,17 +193,14 @@ class HistoryBuilder:
         return lookup
 
 
-def _extend(paired: list[dict[str, Any]], sizes: list[int], tail: list[dict[str, Any]]
-            ) -> tuple[list[dict[str, Any]], list[int], int]:
-    """`paired + tail` with user messages meeting at the seam merged, each message's size, and the
-    characters the tail added."""
-    added = [message_chars(m) for m in tail]
+def _extend(paired: list[dict[str, Any]], tail: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
+    """`paired + tail` with user messages meeting at the seam merged, and the characters the tail
+    added."""
     if paired and tail and is_user(paired[-1]) and is_user(tail[0]):
         joined = join_users(paired[-1], tail[0])
-        size = message_chars(joined)
-        return ([*paired[:-1], joined, *tail[1:]], [*sizes[:-1], size, *added[1:]],
-                size - sizes[-1] + sum(added[1:]))
-    return paired + tail, sizes + added, sum(added)
+        added = message_chars(joined) - message_chars(paired[-1]) + sum(message_chars(m) for m in tail[1:])
+        return [*paired[:-1], joined, *tail[1:]], added
+    return paired + tail, sum(message_chars(m) for m in tail)
 
 
 def pair_tool_results(messages: list[dict[str, Any]],

@@ -185,7 +185,7 @@ def _state(session: Session, trace: Trace, turn: int, group: Group, tools: list[
     if trace.sidechain:
         metadata["agent_id"] = trace.agent_id or envelope.get("agentId")
         metadata.update(trace.meta)
-    before, _sizes, chars = history.build(group)  # sizes in characters; budgets count tokens
+    before, chars = history.build(group)  # characters: an upper bound for the budget's estimate
     system = system_message(trace_environment(opening), tools)
     messages = [system, *before]
     messages, dropped, over = budget.fit(messages, tools, group.action.to_message(),
