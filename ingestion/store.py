@@ -71,16 +71,6 @@ def to_ranges(indices: list[int]) -> list[list[int]]:
     return ranges
 
 
-def from_ranges(ranges: list[list[int]]) -> Iterator[int]:
-    """The indices `to_ranges` compressed.
-
-    >>> list(from_ranges([[0, 3], [5, 7]]))
-    [0, 1, 2, 5, 6]
-    """
-    for start, stop in ranges:
-        yield from range(start, stop)
-
-
 class _Table:
     """One segment's distinct values (messages, or tool lists) as the writer stores them.
 
