@@ -5,7 +5,7 @@ A state's context is fitted when it is ingested, so teachers and the dataset see
 - the teachers' budget, `--max-prompt-tokens`: prompt + tools;
 - the training length, `--max-length N`: prompt + tools + the longer of chosen and rejected. Chosen is not
   known yet, so `N // COMPLETION_SHARE` tokens are reserved for it (or the student's action, when longer);
-  `replay.preflight` re-checks every row against N once chosen is known.
+  `replay.export.preflight` re-checks every row against N once chosen is known.
 
 Tokens are counted with `--tokenizer` when given, else estimated at `CHARS_PER_TOKEN` characters each,
 plus `MESSAGE_OVERHEAD` tokens per message for the role markers a chat template adds.

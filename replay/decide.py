@@ -14,8 +14,8 @@ from consensus.result import ConsensusResult
 from consensus.validity import INVALID, invalid_reasons
 from ingestion.schema import Proposal, TraceState
 from replay.ask import Answers, Judge, ask_state, decide
+from replay.export.pairs import PromptMemo, pair_row
 from replay.options import ConsensusOptions
-from replay.pairs import PromptMemo, pair_row
 from teachers.pool import BUDGET_EXHAUSTED, TeacherPool
 from teachers.workers import blocking
 

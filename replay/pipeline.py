@@ -293,7 +293,7 @@ def _fill_report(report: Report, pool: TeacherPool, outcomes: Any, judge: Any) -
 def check_export(config: RunConfig) -> None:
     """Load what the export will need (templates, tokenizers) so a typo fails before any call."""
     from ingestion.tokens import counter_for
-    from replay.checks import load_templates
+    from replay.export.checks import load_templates
 
     load_templates(config.export)
     counter_for(config.export.tokenizer)
@@ -303,9 +303,9 @@ def check_export(config: RunConfig) -> None:
 
 def export_pairs(config: RunConfig, out: Path, rows: list[dict[str, Any]], report: Report) -> None:
     """Length re-check and pre-flight, then the dataset, pairs.jsonl and the dataset card, into `out`."""
-    from replay.card import run_card_info
-    from replay.checks import check_rows
-    from replay.export import export_dataset, push_to_hub, write_card
+    from replay.export.card import run_card_info
+    from replay.export.checks import check_rows
+    from replay.export.dataset import export_dataset, push_to_hub, write_card
 
     rows, checks = check_rows(rows, config.export)
     report.preflight_dropped = sum(checks["dropped"].values())

@@ -9,9 +9,16 @@ import pytest
 from consensus.canonical import canonical
 from consensus.vote import vote
 from ingestion.schema import Action, Proposal, ToolCall, TraceState
-from replay.export import ExportError, card_text, export_dataset, pair_features, split_by_trace, write_card
-from replay.pairs import PAIR_COLUMNS, build_pair
-from replay.preflight import preflight
+from replay.export.dataset import (
+    ExportError,
+    card_text,
+    export_dataset,
+    pair_features,
+    split_by_trace,
+    write_card,
+)
+from replay.export.pairs import PAIR_COLUMNS, build_pair
+from replay.export.preflight import preflight
 from tests.tiny_model import build_tokenizer
 
 CWD = "/repo"

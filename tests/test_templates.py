@@ -13,9 +13,9 @@ from ingestion.options import IngestOptions
 from ingestion.schema import Action
 from ingestion.sources import iter_states
 from ingestion.stats import IngestStats
-from replay.pairs import pair_row
-from replay.preflight import check_row, check_templates, preflight, row_problems
-from replay.templates import ChatTemplate, TemplateError, load_template, named_template, shipped
+from replay.export.pairs import pair_row
+from replay.export.preflight import check_row, check_templates, preflight, row_problems
+from replay.export.templates import ChatTemplate, TemplateError, load_template, named_template, shipped
 from tests.sessions import assistant, text, tool_result, tool_use, user, write_session
 from tests.test_budget import interrupted_session
 from tests.tiny_model import build_tokenizer
@@ -171,7 +171,7 @@ def test_chat_template_objects_render_like_transformers() -> None:
 
 
 def test_the_training_tokenizer_drops_what_it_cannot_train_on(tmp_path: Path) -> None:
-    from replay.checks import check_rows
+    from replay.export.checks import check_rows
     from replay.options import ExportOptions
 
     rows = [{**r, "preflight": {}} for r, _ in HAND_CHECKED]

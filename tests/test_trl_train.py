@@ -18,8 +18,8 @@ import pytest
 from ingestion.options import IngestOptions
 from ingestion.sources import iter_states
 from ingestion.stats import IngestStats
-from replay.export import export_dataset
-from replay.preflight import preflight
+from replay.export.dataset import export_dataset
+from replay.export.preflight import preflight
 from replay.run import main
 from tests.llm_server import LLMServer
 from tests.teacher_script import scripted

@@ -25,7 +25,7 @@ from consensus.validity import invalid_reasons, screen
 from ingestion.schema import Proposal, TraceState
 from replay.ablation.pools import pool_name
 from replay.decide import settle
-from replay.pairs import PromptMemo
+from replay.export.pairs import PromptMemo
 from teachers.registry import TeacherSpec, split_by_family
 
 Decide = Callable[[TraceState, list[Proposal]], ConsensusResult]

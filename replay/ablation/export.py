@@ -1,5 +1,5 @@
 """Every pool decided and written: `<out>/<pool>/dataset`, `pairs.jsonl` and `README.md`, as `replay.run`
-writes them (`replay.export.export_dataset` + `write_card`).
+writes them (`replay.export.dataset.export_dataset` + `write_card`).
 
 Writing the datasets is most of an ablation's time: every pool's pairs carry whole prompts, encoded
 to JSON by `datasets` once per pool. Pools are independent, so they are computed in forked worker
@@ -20,9 +20,9 @@ from typing import Any
 from replay.ablation.evaluate import Decide, PoolCounts, evaluate_pool, jaccard, method_decider
 from replay.ablation.load import AblateConfig, RunData
 from replay.ablation.pools import AblationError, pool_dirname, pool_name
-from replay.card import source_kinds
-from replay.export import JsonMemo
-from replay.pairs import PromptMemo, confidence
+from replay.export.card import source_kinds
+from replay.export.dataset import JsonMemo
+from replay.export.pairs import PromptMemo, confidence
 from teachers.registry import TeacherSpec
 
 _MAX_WORKERS = 8  # each worker holds one pool's rows and Arrow buffers; more rarely pays on disk
@@ -108,7 +108,7 @@ def _forked_pool(number: int) -> tuple[PoolCounts, frozenset[str], str]:
 def _write_pool(job: _Job, number: int) -> tuple[PoolCounts, frozenset[str], str]:
     import datasets
 
-    from replay.export import export_dataset, write_card
+    from replay.export.dataset import export_dataset, write_card
 
     specs = job.pools[number]
     consensus = job.data.config.consensus

@@ -22,9 +22,9 @@ from typing import Any
 import orjson
 
 from ingestion.schema import ReplayError
-from replay.card import card_text
+from replay.export.card import card_text
+from replay.export.pairs import PAIR_COLUMNS
 from replay.files import replace_dir, write_lines, write_text
-from replay.pairs import PAIR_COLUMNS
 
 __all__ = ["ExportError", "card_text", "export_dataset", "pair_features", "push_to_hub", "rows_to_dataset",
            "split_by_trace", "write_card"]
@@ -176,7 +176,7 @@ def export_dataset(rows: Iterable[dict[str, Any]], out_dir: str | Path, memo: Js
 
 
 def write_card(out_dir: str | Path, info: Mapping[str, Any]) -> Path:
-    """Write `out_dir/README.md` (see `replay.card.card_text`) atomically; returns its path."""
+    """Write `out_dir/README.md` (see `replay.export.card.card_text`) atomically; returns its path."""
     path = Path(out_dir) / "README.md"
     path.parent.mkdir(parents=True, exist_ok=True)
     write_text(path, card_text(info))

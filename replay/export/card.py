@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from replay.export.pairs import PAIR_COLUMNS
 from replay.options import RunConfig
-from replay.pairs import PAIR_COLUMNS
 from replay.report import Report
 
 COLUMN_DOCS = {
@@ -234,8 +234,8 @@ def confidence_lines(confidence: Mapping[str, Mapping[str, int]] | None) -> list
 
 def run_card_info(config: RunConfig, rows: list[dict[str, Any]], report: Report) -> dict[str, Any]:
     """`card_text`'s info for a `replay.run`: provenance, counts, lengths, templates, splits."""
-    from replay.lengths import train_length
-    from replay.pairs import confidence
+    from replay.export.lengths import train_length
+    from replay.export.pairs import confidence
 
     lengths = report.extra.get("lengths", {})
     dropped = report.extra.get("preflight_dropped_by_reason", {})

@@ -8,10 +8,16 @@ from collections import Counter
 from typing import Any
 
 from ingestion.tokens import counter_for
-from replay.lengths import fit_rows
+from replay.export.lengths import fit_rows
+from replay.export.preflight import (
+    DROP_REASONS,
+    check_templates,
+    load_tokenizer,
+    row_problems,
+    training_template,
+)
+from replay.export.templates import ChatTemplate, load_template
 from replay.options import ExportOptions
-from replay.preflight import DROP_REASONS, check_templates, load_tokenizer, row_problems, training_template
-from replay.templates import ChatTemplate, load_template
 
 
 def load_templates(options: ExportOptions) -> list[ChatTemplate]:

@@ -31,7 +31,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from replay.templates import ChatTemplate, TemplateError, tokenizer_template
+from replay.export.templates import ChatTemplate, TemplateError, tokenizer_template
 
 # With the tokenizer you train with, these make a row harmful or useless: it is dropped.
 DROP_REASONS = ("template_error", "prompt_not_prefix_of_chosen", "prompt_not_prefix_of_rejected",

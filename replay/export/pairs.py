@@ -3,7 +3,7 @@ preference format (`prompt`, `chosen`, `rejected`, `tools`) plus provenance colu
 
 Rows hold plain Python objects: tool-call `arguments` are dicts, never JSON strings, because
 templates such as Qwen2.5's and Llama 3.1's render `arguments | tojson` unconditionally and would
-print a string argument as a quoted JSON string. `replay.export` stores every message, tool schema
+print a string argument as a quoted JSON string. `replay.export.dataset` stores every message, tool schema
 and the votes with `datasets.Json()`, which keeps each object exactly as written (no key merging,
 no null-filled keys) and gives dicts back on load.
 """
@@ -147,7 +147,7 @@ def pair_row(state: TraceState, result: ConsensusResult, proposals: Sequence[Pro
         "method": result.method,
         "cost_usd": sum(p.cost_usd for p in proposals),
         "match": result.match or "exact",
-        "preflight": {},  # filled by replay.checks with --preflight-template / --preflight-tokenizer
+        "preflight": {},  # filled by replay.export.checks with --preflight-template / --preflight-tokenizer
     }
 
 
