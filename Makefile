@@ -4,7 +4,11 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 # Your own Claude Code sessions when you have some, else the small ones committed in examples/.
-SOURCE ?= $(if $(wildcard $(HOME)/.claude/projects),$(HOME)/.claude/projects,examples/sessions)
+# "Some" means a session file under ~/.claude/projects: the CLI creates the folder before the first
+# session, and an empty folder would make the run exit 2 (no session files).
+PROJECTS := $(HOME)/.claude/projects
+HAS_SESSIONS := $(shell find -L "$(PROJECTS)" \( -name '*.jsonl' -o -name '*.jsonl.gz' \) -type f 2>/dev/null | head -n 1)
+SOURCE ?= $(if $(HAS_SESSIONS),$(PROJECTS),examples/sessions)
 OUT ?= replay-out
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
@@ -16,6 +20,7 @@ $(BIN)/python:
 
 run: $(BIN)/python
 	$(BIN)/pip install -q -e .
+	@$(if $(HAS_SESSIONS),,$(if $(filter examples/sessions,$(SOURCE)),echo "No Claude Code session under $(PROJECTS) yet: using the examples in examples/sessions (SOURCE=... to pick another folder)"))
 	@echo "replay.run --source $(SOURCE) (a dry run: states and a cost estimate, no calls)"
 	$(BIN)/python -m replay.run --source $(SOURCE) --out $(OUT) --teachers gpt-5,deepseek --dry-run
 
