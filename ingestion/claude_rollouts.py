@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ingestion.claude_code.ids import Seen
 from ingestion.claude_code.reader import session_states
 from ingestion.options import IngestOptions
 from ingestion.rollout_format import FinalRecord, ProxyRecord, RolloutHeader, read_proxy_records
@@ -117,7 +118,7 @@ def _read_rollout(path: Path, stats: IngestStats) -> tuple[RolloutHeader | None,
 
 
 def iter_claude_rollout_states(path: Path, options: IngestOptions, stats: IngestStats,
-                               seen_messages: set[str]) -> Iterator[TraceState]:
+                               seen: Seen) -> Iterator[TraceState]:
     """The states of one session file of a claude-code rollout; the folder's other files yield nothing."""
     folder = rollout_folder(path)
     if folder is None or not is_session_path(path, folder):
@@ -132,7 +133,7 @@ def iter_claude_rollout_states(path: Path, options: IngestOptions, stats: Ingest
     if bad:
         stats.skipped_lines["invalid_proxy_record"] += bad
     by_message = {record.message_id: record for record in records}
-    for state in session_states(path, options, stats, seen_messages):
+    for state in session_states(path, options, stats, seen):
         record = by_message.get(state.metadata.get("message_id") or "")
         if record is not None and record.role != "main":
             stats.states -= 1          # counted by the reader, taken back: side requests are no states

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from ingestion.claude_code.agents import AGENT_PREFIX
+from ingestion.claude_code.ids import Seen
 from ingestion.claude_code.reader import session_states
 from ingestion.options import IngestOptions
 from ingestion.schema import SourceError, TraceState
@@ -116,7 +117,7 @@ def iter_states(source: Path, options: IngestOptions, stats: IngestStats,
                 files: list[Path] | None = None,
                 on_file: Callable[[Path], None] | None = None) -> Iterator[TraceState]:
     """Every state under `source`, streaming one file at a time; `on_file` is told of each file read."""
-    seen_messages: set[str] = set()
+    seen = Seen()
     emitted = 0
     for path in files if files is not None else find_files(source, stats):
         stats.files += 1
@@ -124,7 +125,7 @@ def iter_states(source: Path, options: IngestOptions, stats: IngestStats,
         if why is not None:
             stats.problem(str(path), None, why[0], action="file", detail=why[1])
         else:
-            for state in _file_states(path, options, stats, seen_messages):
+            for state in _file_states(path, options, stats, seen):
                 yield state
                 emitted += 1
                 if options.max_states is not None and emitted >= options.max_states:
@@ -134,11 +135,11 @@ def iter_states(source: Path, options: IngestOptions, stats: IngestStats,
 
 
 def _file_states(path: Path, options: IngestOptions, stats: IngestStats,
-                 seen_messages: set[str]) -> Iterator[TraceState]:
+                 seen: Seen) -> Iterator[TraceState]:
     from ingestion.claude_rollouts import iter_claude_rollout_states, rollout_folder
 
     if rollout_folder(path) is not None:   # collect.run --agent claude-code: session + proxy records
-        return iter_claude_rollout_states(path, options, stats, seen_messages)
+        return iter_claude_rollout_states(path, options, stats, seen)
     if path.name.endswith(ROLLOUT_SUFFIX):
         from ingestion.budget import fit_states
         from ingestion.messages import fix_messages
@@ -149,4 +150,4 @@ def _file_states(path: Path, options: IngestOptions, stats: IngestStats,
         states = (s.model_copy(update={"messages": fix_messages(s.messages)})
                   for s in iter_rollout_states(path, stats))
         return fit_states(states, options, stats) if options.max_length else states
-    return session_states(path, options, stats, seen_messages)
+    return session_states(path, options, stats, seen)

@@ -15,6 +15,7 @@ class IngestStats:
     lines: int = 0
     traces: int = 0
     states: int = 0
+    trace_id_collisions: int = 0    # traces given a distinct id: an earlier file had theirs (ids.py)
     skipped_lines: Counter[str] = field(default_factory=Counter)    # reason -> lines not ingested
     repaired_lines: Counter[str] = field(default_factory=Counter)   # reason -> lines ingested after repair
     skipped_files: Counter[str] = field(default_factory=Counter)    # reason -> files

@@ -40,6 +40,7 @@ class Report(BaseModel):
     skipped_turns: dict[str, int] = Field(default_factory=dict)
     budget: dict[str, int] = Field(default_factory=dict)
     history: dict[str, int] = Field(default_factory=dict)       # messages ingestion added or left out
+    trace_id_collisions: int = 0     # traces whose id an earlier file had taken: given a distinct one
     problems: list[dict[str, Any]] = Field(default_factory=list)
     extra: dict[str, Any] = Field(default_factory=dict)
 
@@ -47,6 +48,7 @@ class Report(BaseModel):
         """Copy ingestion's counters in."""
         self.files, self.lines = stats.files, stats.lines
         self.traces, self.states = stats.traces, stats.states
+        self.trace_id_collisions = stats.trace_id_collisions
         for name in ("skipped_lines", "repaired_lines", "skipped_files", "record_types",
                      "skipped_records", "skipped_traces", "skipped_turns", "budget", "history"):
             setattr(self, name, dict(sorted(getattr(stats, name).items())))

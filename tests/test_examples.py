@@ -54,10 +54,16 @@ def test_make_run_reads_the_examples_without_a_home_of_sessions(tmp_path: Path) 
                           text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "--source examples/sessions " in done.stdout
-    (tmp_path / ".claude/projects").mkdir(parents=True)
+    # Claude Code creates the folder before the first session: an empty one is no source (it made the
+    # run exit 2), and the run says it falls back to the examples.
+    (tmp_path / ".claude/projects/-repo").mkdir(parents=True)
     done = subprocess.run(["make", "-s", "-n", "run", f"HOME={tmp_path}"], cwd=ROOT, capture_output=True,
                           text=True, timeout=60)
-    assert f"--source {tmp_path}/.claude/projects " in done.stdout
+    assert "--source examples/sessions " in done.stdout and "No Claude Code session under" in done.stdout
+    (tmp_path / ".claude/projects/-repo/s.jsonl").write_text("{}\n")
+    done = subprocess.run(["make", "-s", "-n", "run", f"HOME={tmp_path}"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60)
+    assert f"--source {tmp_path}/.claude/projects " in done.stdout and "No Claude Code" not in done.stdout
 
 
 def test_the_script_makes_the_same_sessions_again(tmp_path: Path) -> None:

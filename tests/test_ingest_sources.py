@@ -90,6 +90,62 @@ def test_resumed_copies_keep_their_ids_whichever_files_are_read(tmp_path: Path) 
     assert stats.skipped_turns["duplicate_message_id"] == 2   # the copies, read after the original
 
 
+def diverged() -> list[dict]:
+    """The same session restored from a backup on another machine: its first turn copied, then turns
+    of its own (new message ids) under the same sessionId."""
+    return basic_session()[:3] + [assistant("b2", "u2", "msg_2_other", text("Two files: a.py, b.py.")),
+                                  user("b3", "b2", "and the tests?"),
+                                  assistant("b4", "b3", "msg_3_other", text("None yet."))]
+
+
+def test_a_trace_id_taken_by_other_content_gets_a_stable_distinct_one(tmp_path: Path) -> None:
+    write_session(tmp_path / "machine-a", basic_session(), name=SESSION)
+    write_session(tmp_path / "machine-b", diverged(), name=SESSION)
+    write_session(tmp_path / "machine-c", basic_session(), name=SESSION)   # a verbatim copy: no state
+    write_session(tmp_path / "machine-d", with_session(basic_session(), SESSION, msg_tag="_d"), name=SESSION)
+    states, stats = ingest(tmp_path)
+    assert len(states) == 2 + 2 + 2 and len(set(ids(states))) == len(states)
+    assert ids(states)[:2] == [f"claude_code:{SESSION}:0", f"claude_code:{SESSION}:1"]
+    renamed = states[2:]
+    assert all(s.trace_id.startswith(SESSION + "~") and s.metadata["session_id"] == SESSION for s in renamed)
+    assert [s.turn for s in renamed] == [1, 2, 0, 1]      # turns keep their numbers within the trace
+    assert renamed[0].trace_id == renamed[1].trace_id != renamed[2].trace_id == renamed[3].trace_id
+    assert stats.trace_id_collisions == 2 and stats.skipped_turns["duplicate_message_id"] == 2 + 1
+    # The later trace's history is its own: the restored file's turn 2 follows its own turn 1.
+    assert renamed[1].messages[-2]["content"] == "Two files: a.py, b.py."
+    again, _ = ingest(tmp_path)
+    assert ids(again) == ids(states)                          # the same ids on every run
+
+
+def test_distinct_ids_do_not_depend_on_the_order_files_were_written(tmp_path: Path) -> None:
+    for name, records in (("b", diverged()), ("a", basic_session())):
+        write_session(tmp_path / "one" / name, records, name=SESSION)
+    for name, records in (("a", basic_session()), ("b", diverged())):
+        write_session(tmp_path / "two" / name, records, name=SESSION)
+    one, _ = ingest(tmp_path / "one")
+    two, _ = ingest(tmp_path / "two")
+    assert ids(one) == ids(two) and len(set(ids(one))) == 4
+
+
+def test_resumed_sessions_are_no_collision(tmp_path: Path) -> None:
+    # A resumed file that copies the history under the old sessionId and goes on: its new turns
+    # take the next numbers, and nothing is renamed.
+    write_session(tmp_path / "p", basic_session(), name=SESSION)
+    write_session(tmp_path / "p", resumed(None), name=OTHER)
+    states, stats = ingest(tmp_path / "p")
+    assert ids(states) == [f"claude_code:{SESSION}:{n}" for n in range(3)]
+    assert stats.trace_id_collisions == 0
+
+
+def test_report_counts_trace_id_collisions(tmp_path: Path) -> None:
+    write_session(tmp_path / "src" / "a", basic_session(), name=SESSION)
+    write_session(tmp_path / "src" / "b", diverged(), name=SESSION)
+    assert run_main(["--source", str(tmp_path / "src"), "--out", str(tmp_path / "out"), "--dry-run",
+                     "--teachers", "gpt-5"]) == 0
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["trace_id_collisions"] == 1 and report["states"] == 4
+
+
 # --- unreadable entries ---------------------------------------------------------------------------
 
 @pytest.fixture()

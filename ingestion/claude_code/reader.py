@@ -4,7 +4,8 @@ Trace ids come from the records, not the file's name: a main conversation is its
 subagent `<sessionId>/agent-<agentId>`, a 1.0.x inline sidechain `<sessionId>/sidechain-<root uuid>`;
 only a file whose records carry no sessionId falls back to the session folder it lies in
 (`<session>/subagents/`), else to a hash of its path. So a state's id depends on its own session
-alone, whatever a file is called and whichever other files a run reads.
+alone, whatever a file is called — unless an earlier file of the run gave that trace id other
+content (a copied or restored session): then the trace takes a distinct id (ids.py).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from ingestion.claude_code.agents import (
 )
 from ingestion.claude_code.convert import is_turn
 from ingestion.claude_code.history import HistoryBuilder, MessageCache
+from ingestion.claude_code.ids import Seen, distinct_trace_id
 from ingestion.claude_code.session import Group, Node, Session, load_session
 from ingestion.claude_code.tools import recorded_tools, trace_tools
 from ingestion.options import IngestOptions
@@ -47,8 +49,8 @@ class Trace:
 
 
 def session_states(path: Path, options: IngestOptions, stats: IngestStats,
-                   seen_messages: set[str]) -> Iterator[TraceState]:
-    """Every state of one session file; `seen_messages` carries message ids across files."""
+                   seen: Seen) -> Iterator[TraceState]:
+    """Every state of one session file; `seen` carries message and state ids across files."""
     if is_side_file(path):
         stats.problem(str(path), None, "not_a_transcript", action="file")
         return
@@ -75,7 +77,7 @@ def session_states(path: Path, options: IngestOptions, stats: IngestStats,
             stats.skipped_traces["warmup"] += 1
             continue
         stats.traces += 1
-        yield from _trace_states(session, trace, history, budget, stats, seen_messages)
+        yield from _trace_states(session, trace, history, budget, stats, seen)
 
 
 def _traces(session: Session, path: Path, subagent_file: bool, meta: dict[str, Any]) -> list[Trace]:
@@ -129,7 +131,7 @@ def _is_warmup(session: Session, trace: Trace) -> bool:
 
 
 def _trace_states(session: Session, trace: Trace, history: HistoryBuilder, budget: Budget,
-                  stats: IngestStats, seen_messages: set[str]) -> Iterator[TraceState]:
+                  stats: IngestStats, seen: Seen) -> Iterator[TraceState]:
     turns: list[Group] = []
     fork_start = _fork_start(session, trace)
     for group in trace.groups:
@@ -145,12 +147,18 @@ def _trace_states(session: Session, trace: Trace, history: HistoryBuilder, budge
     # The system prompt is the trace's, from its first turn: a date (or branch) that moved mid-session
     # would change the first message of every later request, and providers cache prompts by prefix.
     opening = turns[0].first.envelope if turns else {}
-    for turn, group in enumerate(turns):
-        # Numbered before dedup so a state keeps its id whichever files a run reads.
-        if group.key in seen_messages:
-            stats.skipped_turns["duplicate_message_id"] += 1
-            continue
-        seen_messages.add(group.key)
+    # Numbered before dedup so a state keeps its id whichever files a run reads.
+    new = [(turn, group) for turn, group in enumerate(turns) if group.key not in seen.messages]
+    stats.skipped_turns["duplicate_message_id"] += len(turns) - len(new)
+    if not new:
+        return
+    trace_id = distinct_trace_id(SOURCE, trace.trace_id, [(t, g.key) for t, g in new], seen.states)
+    if trace_id != trace.trace_id:
+        stats.trace_id_collisions += 1
+        trace.trace_id = trace_id
+    for turn, group in new:
+        seen.messages.add(group.key)
+        seen.states.add(make_state_id(SOURCE, trace_id, turn))
         stats.states += 1
         yield _state(session, trace, turn, group, tools, history, budget, stats, opening)
 
