@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from collect.config import AgentSpec
 from collect.records import RolloutWriter
-from collect.reply import StudentReply, find_markup, is_truncated
+from collect.reply import StudentReply, extends, find_markup, is_truncated
 from collect.runtime import Interrupted, RuntimeFailure
 from collect.student import ContextOverflow, StudentError
 from collect.tools import Workspace, execute, tool_message
@@ -35,11 +35,12 @@ class AgentResult:
     exit_status: ExitStatus
     turns: int = 0
     turns_with_token_ids: int = 0
+    prefix_breaks: int = 0        # turns whose prompt does not extend the previous prompt + completion
     error: str | None = None
 
 
 def turn_record(turn: int, messages: list[dict[str, Any]], reply: StudentReply,
-                observations: list[Observation]) -> TurnRecord:
+                observations: list[Observation], prefix_ok: bool | None = None) -> TurnRecord:
     """What one turn leaves in the rollout file.
 
     >>> turn_record(0, [], StudentReply(message={"role": "assistant", "content": "x"}), []).response
@@ -48,7 +49,7 @@ def turn_record(turn: int, messages: list[dict[str, Any]], reply: StudentReply,
     return TurnRecord(turn=turn, messages=messages, response=reply.message, reasoning=reply.reasoning,
                       reasoning_field=reply.reasoning_field, finish_reason=reply.finish_reason,
                       prompt_token_ids=reply.prompt_token_ids,
-                      completion_token_ids=reply.completion_token_ids,
+                      completion_token_ids=reply.completion_token_ids, prefix_ok=prefix_ok,
                       logprobs=reply.logprobs, tokens=reply.tokens, usage=reply.usage,
                       observations=observations, elapsed_s=reply.elapsed_s)
 
@@ -87,6 +88,7 @@ def run_agent(student: Asker, workspace: Workspace, spec: AgentSpec, problem_sta
     """Drive one rollout to its end; every turn is written as soon as its tool calls have run."""
     messages = spec.first_messages(problem_statement)
     result = AgentResult(exit_status="max_turns")
+    previous: StudentReply | None = None
     for turn in range(max_turns):
         if stop.is_set():
             return _ended(result, "interrupted")
@@ -96,6 +98,8 @@ def run_agent(student: Asker, workspace: Workspace, spec: AgentSpec, problem_sta
             return _ended(result, "context_overflow", str(exc))
         except StudentError as exc:
             return _ended(result, "student_error", str(exc))
+        prefix_ok = extends(previous, reply)
+        previous = reply
         observations = feedback(reply, spec, student.sampling.get("max_tokens"))
         done = observations == []
         try:
@@ -111,9 +115,10 @@ def run_agent(student: Asker, workspace: Workspace, spec: AgentSpec, problem_sta
             return _ended(result, "runtime_error", str(exc))
         finally:
             # Written even when a tool call fails half way: what the student did is the valuable part.
-            writer.write(turn_record(turn, list(messages), reply, observations or []))
+            writer.write(turn_record(turn, list(messages), reply, observations or [], prefix_ok))
             result.turns += 1
             result.turns_with_token_ids += reply.completion_token_ids is not None
+            result.prefix_breaks += prefix_ok is False
         if done:
             return _ended(result, "submitted")
         messages = [*messages, student.history_message(reply), *(tool_message(obs) for obs in observations)]

@@ -95,6 +95,24 @@ def parse_completion(body: Any) -> StudentReply:
         usage=body.get("usage") if isinstance(body.get("usage"), dict) else None, body=body)
 
 
+def extends(previous: StudentReply | None, reply: StudentReply) -> bool | None:
+    """Whether `reply`'s prompt starts with the previous turn's prompt + completion (token ids), the
+    property a trainer relies on to score a rollout as one sequence; None where ids are missing.
+
+    >>> before = StudentReply({}, prompt_token_ids=[1, 2], completion_token_ids=[3])
+    >>> extends(before, StudentReply({}, prompt_token_ids=[1, 2, 3, 4])), extends(before, StudentReply(
+    ...     {}, prompt_token_ids=[1, 2, 5, 3]))
+    (True, False)
+    >>> extends(None, before) is None
+    True
+    """
+    if previous is None or previous.prompt_token_ids is None or previous.completion_token_ids is None \
+            or reply.prompt_token_ids is None:
+        return None
+    prefix = previous.prompt_token_ids + previous.completion_token_ids
+    return reply.prompt_token_ids[:len(prefix)] == prefix
+
+
 def is_truncated(reply: StudentReply, max_tokens: int | None) -> bool:
     """The reply was cut at the token limit. vLLM 0.10 reports `tool_calls` even for a cut call its
     parser could still read, so a reply that used every token it was allowed counts as cut too.
@@ -135,6 +153,8 @@ def with_reasoning(message: dict[str, Any], reasoning: str | None, style: EchoSt
     True
     """
     out = {key: value for key, value in message.items() if key not in REASONING_FIELDS}
+    if "content" in out:
+        out["content"] = echo_content(out)
     if not reasoning or style == "none":
         return out
     if style == "inline":
@@ -142,6 +162,22 @@ def with_reasoning(message: dict[str, Any], reasoning: str | None, style: EchoSt
         return out
     out["reasoning"] = reasoning
     return out
+
+
+def echo_content(message: dict[str, Any]) -> Any:
+    """The content an assistant message goes back with: whitespace-only beside tool calls becomes "".
+
+    vLLM 0.10's tool parsers return the text before `<tool_call>` as content, `"\\n\\n"` after a
+    reasoning model's `</think>`; Qwen3's template writes a newline before the first call when the
+    content is non-empty (unstripped), so echoing it would render one `"\\n"` the model never wrote.
+
+    >>> echo_content({"content": "\\n\\n", "tool_calls": [{"id": "c"}]}), echo_content({"content": "\\n\\n"})
+    ('', '\\n\\n')
+    """
+    content = message.get("content")
+    if message.get("tool_calls") and isinstance(content, str) and not content.strip():
+        return ""
+    return content
 
 
 def echo_history(messages: list[dict[str, Any]], style: EchoStyle,

@@ -21,6 +21,7 @@ class InstanceOutcome(BaseModel):
     exit_status: str | None = None
     turns: int = 0
     turns_with_token_ids: int = 0
+    prefix_breaks: int = 0                 # turns whose prompt_token_ids do not extend the last turn's
     reward: float | None = None
     resolved: bool | None = None
     error_kind: ErrorKind | None = None
@@ -44,6 +45,9 @@ class RunReport(BaseModel):
     ok: int = 0                            # rollouts that ended without an error
     turns: int = 0
     turns_with_token_ids: int = 0
+    # Per student server (its URL, else provider/model): turns whose prompt_token_ids do not start with
+    # the previous turn's prompt + completion. A trainer that scores a rollout as one sequence must know.
+    prefix_breaks: dict[str, int] = Field(default_factory=dict)
     exit_status: dict[str, int] = Field(default_factory=dict)
     errors: dict[ErrorKind, int] = Field(default_factory=dict)
     evaluated: int = 0
@@ -58,6 +62,9 @@ class RunReport(BaseModel):
         self.ok += outcome.error_kind is None
         self.turns += outcome.turns
         self.turns_with_token_ids += outcome.turns_with_token_ids
+        if outcome.rollout_file is not None:
+            server = self.student_url or f"{self.student_provider or ''}/{self.student_model}"
+            self.prefix_breaks[server] = self.prefix_breaks.get(server, 0) + outcome.prefix_breaks
         if outcome.exit_status:
             self.exit_status = dict(Counter(self.exit_status) + Counter([outcome.exit_status]))
         if outcome.error_kind:
@@ -76,6 +83,8 @@ class RunReport(BaseModel):
                 f"({self.turns_with_token_ids} with token ids)")
         if self.evaluate:
             text += f"; resolved {self.resolved}/{self.evaluated} evaluated"
+        if broken := sum(self.prefix_breaks.values()):
+            text += f"; {broken} turns whose prompt does not extend the last (prefix_breaks)"
         if self.errors:
             text += "; errors: " + ", ".join(f"{kind}={n}" for kind, n in sorted(self.errors.items()))
         dropped = [server.url or server.model for server in self.servers if server.token_extension_dropped]

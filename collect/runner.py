@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from collect.agent import run_agent
+from collect.agent import AgentResult, run_agent
 from collect.config import AgentSpec, CollectConfig, CollectError, load_agent_spec
 from collect.evaluate import grade_patch, use_log_dir
 from collect.instances import (
@@ -195,7 +195,7 @@ def _rollout(run: Run, row: Any, index: int, label: str) -> InstanceOutcome:
         with RolloutWriter(path) as writer:
             header = _header(run, row, image)
             writer.write(run.agent.header(header) if run.agent else header)
-            final, token_turns = _drive(run, row, image, runtime, writer)
+            final, result = _drive(run, row, image, runtime, writer)
             writer.write(final)
     finally:
         runtime.remove()
@@ -203,7 +203,8 @@ def _rollout(run: Run, row: Any, index: int, label: str) -> InstanceOutcome:
     kind = ERROR_KIND.get(final.exit_status) or ("evaluation_error" if failed_grade else None)
     return InstanceOutcome(instance_id=instance_id, rollout_file=str(path.relative_to(config.out)),
                            exit_status=final.exit_status,
-                           turns=final.turns, turns_with_token_ids=token_turns, reward=final.reward,
+                           turns=final.turns, turns_with_token_ids=result.turns_with_token_ids,
+                           prefix_breaks=result.prefix_breaks, reward=final.reward,
                            resolved=final.resolved, error_kind=kind, error=final.error)
 
 
@@ -222,7 +223,7 @@ def _header(run: Run, row: dict[str, Any], image: str) -> RolloutHeader:
 
 
 def _drive(run: Run, row: dict[str, Any], image: str, runtime: Runtime,
-           writer: RolloutWriter) -> tuple[FinalRecord, int]:
+           writer: RolloutWriter) -> tuple[FinalRecord, AgentResult]:
     """The agent, then the patch, then (with --evaluate) the grade; the container is gone before grading."""
     started = time.monotonic()
     if run.agent is not None:
@@ -251,4 +252,4 @@ def _drive(run: Run, row: dict[str, Any], image: str, runtime: Runtime,
     if final.exit_status == "interrupted":
         final.error = final.error or "interrupted"
     final.elapsed_s = round(time.monotonic() - started, 3)
-    return final, result.turns_with_token_ids
+    return final, result

@@ -78,6 +78,9 @@ class TurnRecord(BaseModel):
     finish_reason: str | None = None
     prompt_token_ids: list[int] | None = None        # vLLM `return_token_ids`; None when not served
     completion_token_ids: list[int] | None = None
+    # The prompt starts with the previous turn's prompt + completion; None on the first turn or
+    # without token ids. A break means the echoed history renders otherwise than the model wrote it.
+    prefix_ok: bool | None = None
     logprobs: list[float] | None = None              # one per completion token
     tokens: list[str] | None = None                  # the tokens those logprobs belong to, as text
     usage: dict[str, Any] | None = None
@@ -127,6 +130,9 @@ class ProxyRecord(BaseModel):
     finish_reason: str | None = None
     prompt_token_ids: list[int] | None = None        # vLLM `return_token_ids`; None when not served
     completion_token_ids: list[int] | None = None
+    # The prompt starts with the previous turn's prompt + completion; None on the first turn or
+    # without token ids. A break means the echoed history renders otherwise than the model wrote it.
+    prefix_ok: bool | None = None
     logprobs: list[float] | None = None              # one per completion token
     tokens: list[str] | None = None
     usage: dict[str, Any] | None = None

@@ -28,7 +28,7 @@ from collect.student import Backend, Student, StudentError
 from tests.collect_toy import toy_instance, toy_policy
 from tests.llm_server import Reply, error_body
 from tests.test_collect import CALC, FakeWorkspace, config
-from tests.vllm_server import EOS, VLLMConfig, VLLMServer, validation_error_010
+from tests.vllm_server import EOS, VLLMConfig, VLLMServer, render, validation_error_010
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = load_agent_spec()
@@ -150,33 +150,58 @@ def test_the_probe_reads_the_context_and_refuses_a_model_the_server_does_not_ser
 
 # --- 4. reasoning, read under both names and echoed back where the template reads it -----------------------
 
-@pytest.mark.parametrize("version", VERSIONS)
-def test_reasoning_goes_back_so_each_prompt_extends_the_last(tmp_path: Path, version: str) -> None:
-    with VLLMServer(toy_policy(), VLLMConfig(version=version)) as server:
+# vLLM 0.10.2 keeps the "\n\n" its parsers leave between `</think>` and `<tool_call>` as content; 0.33.0 drops
+# whitespace-only content beside calls (parser/abstract_parser.py); a server that keeps it answering
+# `reasoning` (a tool parser run alone, as the releases between did) is the case that broke 7 of 11 turns.
+SHAPES = [("0.10", "hermes", None), ("0.10", "qwen3_coder", None), ("0.33", "hermes", None),
+          ("0.33", "qwen3_coder", None), ("0.33", "hermes", True), ("0.33", "qwen3_coder", True)]
+
+
+@pytest.mark.parametrize(("version", "fmt", "keeps_blank"), SHAPES)
+def test_reasoning_goes_back_so_each_prompt_extends_the_last(tmp_path: Path, version: str, fmt: str,
+                                                               keeps_blank: bool | None) -> None:
+    shape = VLLMConfig(version=version, tool_parser=fmt, keeps_blank_content=keeps_blank)
+    with VLLMServer(toy_policy(fmt=fmt), shape) as server:
         result, turns, _ = roll(tmp_path, server, "fix")
         sent = chat_requests(server)
     assert (result.exit_status, result.turns) == ("submitted", 4)
     field = "reasoning" if version == "0.33" else "reasoning_content"
     assert {t["reasoning_field"] for t in turns} == {field}
     assert turns[0]["reasoning"] == "\nTurn 0: what next?\n"
+    blank = version == "0.10" or keeps_blank
+    assert turns[0]["response"]["content"] == ("\n\n" if blank else None)     # as the server answered
     echoed = sent[1]["messages"][2]
     if version == "0.33":          # 0.12+ hands `reasoning` to the chat template
-        assert echoed["reasoning"] == "\nTurn 0: what next?\n" and echoed["content"] == "\n\n"
+        # Whitespace beside calls goes back empty: Qwen3's template would add a "\n" for "\n\n".
+        assert echoed["reasoning"] == "\nTurn 0: what next?\n"
+        assert echoed["content"] == ("" if blank else None)
     else:                          # 0.10 drops request reasoning: it goes back inline, as generated
         assert "reasoning" not in echoed and "reasoning_content" not in echoed
-        assert echoed["content"] == "<think>\nTurn 0: what next?\n</think>\n\n"
+        assert echoed["content"] == "<think>\nTurn 0: what next?\n</think>\n\n"   # the template lstrips it
     for before, after in zip(turns, turns[1:], strict=False):
         prefix = before["prompt_token_ids"] + before["completion_token_ids"]
         assert after["prompt_token_ids"][:len(prefix)] == prefix
+    assert [t["prefix_ok"] for t in turns] == [None, True, True, True] and result.prefix_breaks == 0
     assert all(len(t["logprobs"]) == len(t["completion_token_ids"]) for t in turns)
+
+
+def test_the_template_renders_whitespace_content_beside_calls_as_qwen3_does() -> None:
+    # What the test above guards against: "\n\n" echoed as it came renders a newline the model never wrote.
+    call = {"id": "c", "type": "function", "function": {"name": "bash", "arguments": '{"command": "ls"}'}}
+    def prompt(content: str) -> str:
+        message = {"role": "assistant", "content": content, "reasoning": "r", "tool_calls": [call]}
+        return render([{"role": "user", "content": "hi"}, message], None, "0.33", "hermes")
+    assert prompt("\n\n").replace("</think>\n\n\n<tool_call>", "</think>\n\n<tool_call>") == prompt("")
+    assert "</think>\n\n\n<tool_call>" in prompt("\n\n")
 
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_reasoning_not_echoed_breaks_the_prefix(tmp_path: Path, version: str) -> None:
     with VLLMServer(toy_policy(), VLLMConfig(version=version)) as server:
-        _, turns, _ = roll(tmp_path, server, "fix", reasoning_echo="none")
+        result, turns, _ = roll(tmp_path, server, "fix", reasoning_echo="none")
     prefix = turns[0]["prompt_token_ids"] + turns[0]["completion_token_ids"]
     assert turns[1]["prompt_token_ids"][:len(prefix)] != prefix    # what the test above guards against
+    assert turns[1]["prefix_ok"] is False and result.prefix_breaks == len(turns) - 1
 
 
 # --- 5. the token extension: dropped only on the unsupported-field error, per server, reported ------------

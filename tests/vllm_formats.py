@@ -72,14 +72,20 @@ def call_markup(name: str, arguments: dict[str, Any], fmt: ToolFormat) -> str:
 
 
 def assistant_text(content: str = "", calls: list[dict[str, Any]] | None = None,
-                   reasoning: str | None = None, fmt: ToolFormat = "hermes") -> str:
-    """An assistant turn as the model writes it and as the template renders it back."""
+                   reasoning: str | None = None, fmt: ToolFormat = "hermes", template: bool = False) -> str:
+    """An assistant turn as the model writes it and (`template`) as the template renders it back.
+
+    Qwen3's template writes the newline before the first call when `(loop.first and content)`: a test
+    on the content as given, unstripped, so a whitespace-only content (vLLM 0.10's `"\n\n"` after the
+    reasoning) renders one `"\n"` more than the model wrote.
+    """
     text = f"<think>\n{reasoning.strip(chr(10))}\n</think>\n\n" if reasoning else ""
     text += content.strip("\n")
     for index, call in enumerate(calls or []):
         arguments = call["arguments"]
         arguments = json.loads(arguments) if isinstance(arguments, str) else arguments
-        text += ("\n" if index or content.strip("\n") else "") + call_markup(call["name"], arguments, fmt)
+        first_gap = content if template else content.strip("\n")
+        text += ("\n" if index or first_gap else "") + call_markup(call["name"], arguments, fmt)
     return text
 
 
@@ -112,7 +118,7 @@ def render(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, v
         if role == "assistant":
             reasoning, content = _template_reasoning(message, version)
             calls = [call["function"] for call in message.get("tool_calls") or []]
-            body = assistant_text(content, calls, reasoning, fmt)
+            body = assistant_text(content, calls, reasoning, fmt, template=True)
             text += f"<|im_start|>assistant\n{body}<|im_end|>\n"
         elif role == "tool":
             first = index == 0 or messages[index - 1].get("role") != "tool"

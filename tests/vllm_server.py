@@ -58,6 +58,12 @@ class VLLMConfig:
     reasoning_parser: bool = True                # --reasoning-parser qwen3
     max_model_len: int = 32768
     token_ids: bool = True                       # serves return_token_ids (>= 0.10.2)
+    # Whitespace-only content beside tool calls: 0.10.2 keeps it (serving_chat.py passes the tool
+    # parser's `content if content else None` through: "\n\n" after the qwen3 reasoning parser); 0.33.0
+    # drops it (parser/abstract_parser.py `_extract_tool_calls`: `if content and content.strip() == "":
+    # content = None`). None: as the version's source does; True: a server that keeps it whatever the
+    # version (a parser run alone, as in the releases between).
+    keeps_blank_content: bool | None = None
 
 
 def error(message: str, kind: str = "BadRequestError", code: int = 400, param: str | None = None) -> Reply:
@@ -119,6 +125,12 @@ def complete(config: VLLMConfig, policy: Policy, request: dict[str, Any]) -> Rep
         calls, content = extract_tool_calls(content or "", config.tool_parser)
         if not calls:
             content = content or None
+    if calls and isinstance(content, str) and not content.strip():
+        keeps_blank = config.keeps_blank_content if config.keeps_blank_content is not None \
+            else config.version == "0.10"
+        content = content if keeps_blank else None
+    elif calls and content is not None and fmt == "qwen3_coder" and config.version == "0.33":
+        content = content.strip()            # the qwen3 engine strips what is left
     tool_calls = [{"id": f"chatcmpl-tool-{_hex(config.version)}", "type": "function", "function": call}
                   for call in calls]
     message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": None, "annotations": None,
@@ -127,8 +139,6 @@ def complete(config: VLLMConfig, policy: Policy, request: dict[str, Any]) -> Rep
         message["reasoning_content"] = reasoning
         finish = "tool_calls" if calls else engine_finish
     else:
-        if calls and content is not None and fmt == "qwen3_coder":   # the qwen3 engine strips it
-            content = message["content"] = content.strip() or None
         if not tool_calls:
             del message["tool_calls"]           # ChatMessage._serialize pops an empty list
         message["reasoning"] = reasoning
