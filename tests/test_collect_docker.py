@@ -69,7 +69,9 @@ def test_rollouts_are_graded_by_the_swebench_harness(tmp_path: Path, client: Any
             {"instance_id": "toy__calc-3", "repo": "toy/calc"},                    # missing fields
             toy_instance("toy__calc-9", "fix"),                                   # no such image
             toy_instance("toy__calc-2", "fix")]                                   # a duplicate
-    with VLLMServer(toy_policy(), VLLMConfig(version="0.33", max_model_len=CONTEXT)) as server:
+    # A 0.33-shaped server that keeps the "\n\n" before <tool_call> as content: the whitespace case.
+    shape = VLLMConfig(version="0.33", max_model_len=CONTEXT, keeps_blank_content=True)
+    with VLLMServer(toy_policy(), shape) as server:
         code, report, stderr = collect(tmp_path, rows, server.url, image_tag, "--workers", "2", "--evaluate",
                                        "--temperature", "0.7", "--top-p", "0.95")
     assert code == 0, stderr
@@ -88,6 +90,7 @@ def test_rollouts_are_graded_by_the_swebench_harness(tmp_path: Path, client: Any
     assert {k: report[k] for k in ("instances", "rollouts", "ok", "evaluated", "resolved", "errors")} == {
         "instances": 5, "rollouts": 2, "ok": 2, "evaluated": 2, "resolved": 1,
         "errors": {"invalid_instance": 2, "image_not_found": 1}}
+    assert report["prefix_breaks"] == {server.url: 0}
 
     fixed = records(tmp_path / "out/toy__calc-1.rollout.jsonl")
     assert [r["type"] for r in fixed] == ["header", "turn", "turn", "turn", "turn", "final"]
@@ -103,6 +106,8 @@ def test_rollouts_are_graded_by_the_swebench_harness(tmp_path: Path, client: Any
                for call in turn["response"]["tool_calls"])
     assert fixed[1]["observations"][0]["output"].startswith("def add(a, b):\n    return a - b")
     assert fixed[3]["observations"][0]["output"] == "5\n[exit code: 0]"        # the edit took effect
+    assert fixed[1]["response"]["content"] == "\n\n" and fixed[2]["messages"][2]["content"] == ""
+    assert [turn["prefix_ok"] for turn in fixed[1:-1]] == [None, True, True, True]
     final = fixed[-1]
     assert "-    return a - b\n+    return a + b" in final["patch"]
     assert final["evaluation"]["tests_status"]["FAIL_TO_PASS"]["success"] == ["tests/test_calc.py::test_add"]

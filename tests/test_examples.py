@@ -11,6 +11,7 @@ import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -45,8 +46,62 @@ def test_the_examples_cover_tools_a_parallel_call_a_subagent_and_a_compaction() 
     assert {"Read", "Edit", "Bash", "Grep", "Glob", "Agent"} <= set(calls)
     assert any(len(s.student_action.tool_calls) == 2 for s in states)          # the parallel Reads
     assert any("/agent-" in s.trace_id for s in states)                        # the subagent's own trace
-    summaries = [s for s in states if "This session is being continued" in str(s.messages[1]["content"])]
-    assert summaries and all(len(s.messages) < 8 for s in summaries)           # context cut at compaction
+    summaries = [s for s in states if SUMMARY in str(s.messages[1]["content"])]
+    assert summaries and all(len(s.messages) < 10 for s in summaries)          # context cut at compaction
+    # CLI 2.1.330 sends the summary, then the last turn it kept verbatim (the Glob call and its result)
+    assert conversation(summaries[0].messages) == ["summary", "call:toolu_ex_long-compact_1_0",
+                                                   "result:toolu_ex_long-compact_1_0"]
+
+
+SUMMARY = "This session is being continued"
+
+
+def conversation(messages: list[dict[str, Any]]) -> list[str]:
+    """OpenAI messages (a state's) or Anthropic ones (a request's) as the summary, calls and results."""
+    out: list[str] = []
+    for message in messages:
+        content = message.get("content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
+        if message.get("role") == "tool":
+            out.append(f"result:{message['tool_call_id']}")
+        for block in blocks:
+            if block.get("type") == "text" and block.get("text", "").startswith(SUMMARY):
+                out.append("summary")
+            elif block.get("type") in ("tool_use", "tool_result"):
+                out.append(f"{'call' if block['type'] == 'tool_use' else 'result'}:"
+                           f"{block.get('id') or block.get('tool_use_id')}")
+        out += [f"call:{call['id']}" for call in message.get("tool_calls") or ()]
+    return out
+
+
+def test_post_compaction_states_hold_what_the_cli_sent(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The ground truth is the real CLI's own request after it compacts: the summary, then the messages
+    # it kept verbatim, then what followed. Each state's history must be that request's conversation.
+    binary = cached_binary(load_claude_code_spec())
+    if not binary.is_file():
+        pytest.skip(f"the pinned Claude Code CLI is not cached at {binary} "
+                    "(python -m collect.claude_code_cli fetch)")
+    sys.path.insert(0, str(ROOT / "examples"))
+    import make_sessions
+
+    requests: list[dict[str, Any]] = []
+    answer = make_sessions.answer
+
+    def recorded(request: dict[str, Any], cwd: Path, log: list[dict[str, Any]]) -> dict[str, Any]:
+        reply = answer(request, cwd, log)
+        requests.append({"request": request, "reply": reply["id"]})
+        return reply
+
+    monkeypatch.setattr(make_sessions, "answer", recorded)
+    make_sessions.run_session(binary, "long-compact", tmp_path / "work", None)
+    states = ingest(tmp_path / "work" / "home" / ".claude" / "projects")
+    sent = {r["reply"]: conversation(r["request"]["messages"]) for r in requests}
+    after = [s for s in states if SUMMARY in str(s.messages[1]["content"])]
+    assert len(after) >= 3 and all("call:toolu_ex_long-compact_1_0" in sent[s.metadata["message_id"]]
+                                   for s in after)
+    for state in states:
+        assert conversation(state.messages) == sent[state.metadata["message_id"]], state.state_id
 
 
 def test_make_run_reads_the_examples_without_a_home_of_sessions(tmp_path: Path) -> None:

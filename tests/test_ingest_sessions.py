@@ -221,3 +221,23 @@ def test_a_subagent_without_session_ids_belongs_to_its_session_folder(tmp_path: 
 def test_no_fixture_state_has_two_assistant_messages_in_a_row(fixtures_root: Path) -> None:
     states, _ = ingest(fixtures_root, include_subagents=True)
     assert len(states) > 300 and not [s.state_id for s in states if assistant_twice(s)]
+
+
+@pytest.mark.parametrize("kept", ["preservedMessages", "preservedSegment"])
+def test_after_a_compaction_the_kept_messages_follow_the_summary(tmp_path: Path, kept: str) -> None:
+    # CLI 2.1.3xx keeps the most recent messages verbatim after the summary and names them in the
+    # boundary's compactMetadata (a uuid list, or a head..tail segment of the parentUuid chain).
+    names = {"preservedMessages": {"anchorUuid": "s1", "uuids": ["a2", "u3"]},
+             "preservedSegment": {"anchorUuid": "s1", "headUuid": "a2", "tailUuid": "u3"}}
+    records = [*basic_session()[:3],
+               assistant("a2", "u2", "msg_2", tool_use("toolu_2", "cat a.py")),
+               user("u3", "a2", tool_result("toolu_2", "print(1)")),
+               system("b1", None, "compact_boundary", logicalParentUuid="u3",
+                      compactMetadata={"trigger": "auto", "preTokens": 99000, kept: names[kept]}),
+               user("s1", "b1", "This session is being continued from a previous conversation.",
+                    isCompactSummary=True),
+               assistant("a4", "s1", "msg_4", text("Done."))]
+    states, _ = ingest(write_session(tmp_path, records))
+    last = states[-1].messages[1:]
+    assert [m["role"] for m in last] == ["user", "assistant", "tool"]
+    assert last[0]["content"].startswith("This session") and last[1]["tool_calls"][0]["id"] == "toolu_2"

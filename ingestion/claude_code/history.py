@@ -24,8 +24,9 @@ def chain(session: Session, start: str | None, stop: Callable[[str], bool] = lam
           ) -> tuple[list[Node], str | None]:
     """Ancestors of a node, oldest first, cut at the latest compaction.
 
-    The compact summary starts the new context; the boundary record and all before it are
-    dropped. The walk also ends at the first node for which `stop` holds, returned second.
+    The compact summary starts the new context, followed by the messages the CLI kept verbatim
+    (2.1.3xx: `Session.preserved`); the boundary record and all else before it are dropped. The walk
+    also ends at the first node for which `stop` holds, returned second.
     """
     out: list[Node] = []
     seen: set[str] = set()
@@ -39,9 +40,12 @@ def chain(session: Session, start: str | None, stop: Callable[[str], bool] = lam
         if node is None or node.compact_boundary:
             break
         seen.add(uuid)
-        out.append(node)
         if node.compact_summary:
+            kept = (session.nodes.get(u) for u in reversed(session.preserved.get(uuid, ())))
+            out.extend(n for n in kept if n is not None)
+            out.append(node)
             break
+        out.append(node)
         uuid = node.parent
     out.reverse()
     return out, stopped_at

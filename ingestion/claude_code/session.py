@@ -70,6 +70,8 @@ class Session:
     groups: dict[str, Group] = field(default_factory=dict)
     results: dict[str, tuple[int, str]] = field(default_factory=dict)  # tool_use_id -> (seq, uuid)
     shapes: list[tuple[int, list[dict[str, Any]]]] = field(default_factory=list)
+    # compact summary uuid -> the uuids the CLI kept verbatim after it (2.1.3xx `preservedMessages`)
+    preserved: dict[str, list[str]] = field(default_factory=dict)
 
 
 _ENVELOPE = ("cwd", "gitBranch", "timestamp", "version", "sessionId", "agentId")
@@ -98,6 +100,8 @@ def load_session(path: Path, stats: IngestStats) -> Session:
         if uuid in session.nodes:
             stats.skipped_turns["duplicate_uuid"] += 1
             continue
+        if record.get("subtype") == "compact_boundary":
+            _add_preserved(session, record)
         parent = record.get("parentUuid")
         node = Node(seq=seq, line=line, uuid=uuid, parent=parent if isinstance(parent, str) else None,
                     type=kind, sidechain=bool(record.get("isSidechain")),
@@ -153,6 +157,29 @@ def _fill(session: Session, node: Node, record: dict[str, Any], stats: IngestSta
         group = session.groups[key] = Group(key, [], model if isinstance(model, str) else None, synthetic,
                                             record.get("requestId"))
     group.nodes.append(node)
+
+
+def _add_preserved(session: Session, record: dict[str, Any]) -> None:
+    """What a compaction kept: newer CLIs (2.1.3xx) send the summary, then the most recent messages
+    verbatim, named in the boundary's `compactMetadata`: `preservedMessages.uuids`, or the segment
+    `preservedSegment` from head to tail along parentUuid (those records come before the boundary)."""
+    meta = record.get("compactMetadata")
+    if not isinstance(meta, dict):
+        return
+    kept, segment = meta.get("preservedMessages"), meta.get("preservedSegment")
+    if isinstance(kept, dict) and isinstance(kept.get("anchorUuid"), str) \
+            and isinstance(kept.get("uuids"), list):
+        session.preserved[kept["anchorUuid"]] = [u for u in kept["uuids"] if isinstance(u, str)]
+    elif isinstance(segment, dict) and all(isinstance(segment.get(k), str)
+                                           for k in ("anchorUuid", "headUuid", "tailUuid")):
+        uuids: list[str] = []
+        uuid: str | None = segment["tailUuid"]
+        while uuid is not None and uuid in session.nodes and uuid not in uuids:
+            uuids.append(uuid)
+            if uuid == segment["headUuid"]:
+                session.preserved[segment["anchorUuid"]] = uuids[::-1]
+                return
+            uuid = session.nodes[uuid].parent
 
 
 def _add_shape(session: Session, seq: int, record: dict[str, Any]) -> None:
