@@ -78,6 +78,8 @@ def normalize_path(path: str, cwd: str | None = None) -> str:
     path = path.strip()
     if not path:
         return path
+    if cwd and _is_plain(path):
+        return path   # what the lines below give for a plain relative path, at a tenth of the cost
     if not cwd or path.startswith("~"):
         return posixpath.normpath(path)
     root = posixpath.normpath(cwd)
@@ -88,6 +90,20 @@ def normalize_path(path: str, cwd: str | None = None) -> str:
     return full[len(prefix):] if full.startswith(prefix) else full  # relpath, without its cost
 
 
+def _is_plain(path: str) -> bool:
+    """A relative path normpath leaves as it is, and that lies inside any cwd: no `.` or `..` part,
+    no doubled, leading or trailing slash, no `~`.
+
+    >>> [_is_plain(p) for p in ["src/a.py", "a.b/c", "./a", "a/../b", "a//b", "a/", "/a", "~/a", ".."]]
+    [True, True, False, False, False, False, False, False, False]
+    """
+    return not path.startswith(("/", "~", ".")) and "/." not in path and "//" not in path \
+        and not path.endswith("/")
+
+
+_SLOW_SHELL = ("'", '"', "\\", "<<")   # what fold_shell must read character by character
+
+
 def fold_shell(command: str) -> str:
     """Whitespace runs outside quotes folded to one space (or one newline); heredoc bodies kept.
 
@@ -96,6 +112,15 @@ def fold_shell(command: str) -> str:
     >>> fold_shell("echo 'a   b'  &&  grep -n  \\"x  y\\" f")
     'echo \\'a   b\\' && grep -n "x  y" f'
     """
+    if not any(mark in command for mark in _SLOW_SHELL):
+        # No quotes, escapes or heredocs: runs of whitespace fold per line, and a run holding a
+        # newline is one newline, exactly as the walk gives (tests/test_intent.py checks it).
+        return "\n".join(filter(None, (" ".join(line.split()) for line in command.split("\n"))))
+    return _fold_walk(command)
+
+
+def _fold_walk(command: str) -> str:
+    """fold_shell character by character, quotes, escapes and heredocs understood."""
     out: list[str] = []
     quote: str | None = None
     space = ""  # the pending separator: "", " " or "\n"
@@ -186,12 +211,19 @@ def normalize_command(command: str, cwd: str | None = None, rule: ShellRule | No
     root = posixpath.normpath(cwd) if cwd else ""
     if not root.startswith("/"):  # without an absolute cwd there is nothing to make relative
         return command
-    if rule.relative_paths and root != "/":
-        # Only whole path tokens: `/repo/a.py` but not `/repository` nor `/x/repo/a.py`.
-        lead = r"(?:^|(?<=[\s'\"=(]))"
-        command = re.sub(lead + re.escape(root) + "/", "", command)
-        command = re.sub(lead + re.escape(root) + r"(?=$|[\s'\";&|)])", ".", command)
+    if rule.relative_paths and root != "/" and root in command:
+        inside, itself = _root_patterns(root)
+        command = itself.sub(".", inside.sub("", command))
     return command
+
+
+@lru_cache(maxsize=64)
+def _root_patterns(root: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """`<root>/` and `<root>` itself as whole path tokens: `/repo/a.py` but not `/repository` nor
+    `/x/repo/a.py` (compiled once per cwd)."""
+    lead = r"(?:^|(?<=[\s'\"=(]))"
+    return (re.compile(lead + re.escape(root) + "/"),
+            re.compile(lead + re.escape(root) + r"(?=$|[\s'\";&|)])"))
 
 
 def _canonical_value(key: str, value: Any, rule: ToolRule, cwd: str | None) -> Any:
@@ -261,11 +293,45 @@ def canonical_parts(action: Action, cwd: str | None = None) -> tuple[Canonical, 
     if not action.tool_calls:
         value: dict[str, Any] = {"text": normalize_text(action.content)}
         return _dumps(value), value
-    calls = [canonical_call(call, cwd) for call in action.tool_calls]
-    if len(calls) > 1 and load_rules().action.calls_as_multiset:
-        calls.sort(key=_dumps)
-    value = {"calls": calls}
-    return _dumps(value), value
+    parts = [_call_parts(call, cwd) for call in action.tool_calls]
+    if len(parts) > 1 and load_rules().action.calls_as_multiset:
+        parts.sort(key=lambda part: part[1])
+    # The encoding of {"calls": [...]} is its calls' encodings joined: each is made once, and kept.
+    return '{"calls":[' + ",".join(text for _, text in parts) + "]}", {"calls": [call for call, _ in parts]}
+
+
+CACHE_SIZE = 65_536      # canonical calls kept, by (name, cwd, arguments); cleared when full
+CACHED_CHARS = 4_096     # calls with more argument text (a file's content) are not kept
+_CALLS: dict[tuple[Any, ...], tuple[dict[str, Any], str]] = {}
+
+
+def _call_parts(call: ToolCall, cwd: str | None) -> tuple[dict[str, Any], str]:
+    """A call's canonical dict and its encoding. Teachers write the same calls again and again (`git
+    status`, `ls`, a test command) across states: each is canonicalised once. The dict is shared:
+    callers read it, never change it."""
+    arguments = call.arguments
+    # Types are part of the key: 1, 1.0 and True are equal as keys but not as JSON (nor -0.0 and 0.0,
+    # so floats are not kept at all).
+    values = arguments.values()
+    types = tuple(map(type, values))
+    try:
+        if types.count(str) == len(types):
+            small = sum(map(len, values)) <= CACHED_CHARS
+        else:
+            small = float not in types and sum(len(v) for v in values if isinstance(v, str)) <= CACHED_CHARS
+        key = (call.name, cwd, types, *arguments.items()) if small else None
+        found = _CALLS.get(key) if key is not None else None
+    except TypeError:    # a list or object argument: not hashable, computed each time
+        key = found = None
+    if found is not None:
+        return found
+    value = canonical_call(call, cwd)
+    parts = value, _dumps(value)
+    if key is not None:
+        if len(_CALLS) >= CACHE_SIZE:
+            _CALLS.clear()
+        _CALLS[key] = parts
+    return parts
 
 
 def clean_action(action: Action, cwd: str | None = None) -> Action:

@@ -84,10 +84,27 @@ def call_key(name: str, arguments: dict[str, Any], context: IntentContext | None
     return _apply(rule, arguments, context or IntentContext())
 
 
+class _CwdOnly(IntentContext):
+    """A context that knows the cwd and notes whether a rule asked about the history: a key that
+    did not ask depends on (form, cwd) alone, and is kept for every later state."""
+
+    def __init__(self, cwd: str | None) -> None:
+        super().__init__(cwd, [])
+        self.asked = False
+
+    def seen(self, path: str) -> bool:
+        self.asked = True
+        return True
+
+
+CACHE_SIZE = 65_536   # intent keys kept, by (canonical form, cwd): a few MB at most
+_CACHE: dict[tuple[Canonical, str | None], IntentKey | None] = {}   # None: the key reads the history
+
+
 def intent_of(form: Canonical, context: IntentContext | None = None,
               parsed: dict[str, Any] | None = None) -> IntentKey:
     """The intent key of a canonical form (computed once per proposal, from the form the exact tier
-    already made).
+    already made, and cached by (form, cwd) unless a rule read the state's history to make it).
 
     >>> ctx = IntentContext("/repo", [])
     >>> read = intent_of('{"calls":[{"arguments":{"file_path":"a.py"},"name":"Read"}]}', ctx)
@@ -96,6 +113,21 @@ def intent_of(form: Canonical, context: IntentContext | None = None,
     >>> intent_of('{"text":"done."}')
     '[["reply"]]'
     """
+    context = context or IntentContext()
+    cached = _CACHE.get((form, context.cwd), "")
+    if cached:
+        return cached
+    if cached is None:        # this form's key depends on the history: made for this state alone
+        return _intent_of(form, context, parsed)
+    probe = _CwdOnly(context.cwd)
+    key = _intent_of(form, probe, parsed)
+    if len(_CACHE) >= CACHE_SIZE:
+        _CACHE.clear()        # simpler than LRU order, and a run's forms rarely fill it
+    _CACHE[(form, context.cwd)] = None if probe.asked else key
+    return _intent_of(form, context, parsed) if probe.asked else key
+
+
+def _intent_of(form: Canonical, context: IntentContext, parsed: dict[str, Any] | None) -> IntentKey:
     parsed = parsed if parsed is not None else json.loads(form)  # the object `form` encodes, if at hand
     if "calls" not in parsed:
         family = tool_intents().text_family  # "" compares text answers by their exact form

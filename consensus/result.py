@@ -97,6 +97,7 @@ class Ballot:
 
 
 _ONE = Fraction(1)
+_COUNTS = [Fraction(n) for n in range(64)]   # group weights with one sample per teacher, made once
 
 
 def ballot(proposals: Sequence[Proposal], cwd: str | None = None) -> Ballot:
@@ -148,7 +149,7 @@ def key_groups(b: Ballot, keys: Sequence[str]) -> list[tuple[str, Fraction, list
         for index, key in zip(b.indices, keys, strict=True):
             members[key].append(index)
         ranked = sorted(members.items(), key=lambda g: (-len(g[1]), g[0]))
-        return [(k, Fraction(len(m)), m) for k, m in ranked]
+        return [(k, _COUNTS[len(m)] if len(m) < len(_COUNTS) else Fraction(len(m)), m) for k, m in ranked]
     weight: dict[str, Fraction] = defaultdict(Fraction)
     for index, key, w in zip(b.indices, keys, b.weights, strict=True):
         weight[key] += w
@@ -177,6 +178,14 @@ def spoken_by(proposals: Sequence[Proposal], b: Ballot, members: Sequence[int]) 
     """
     if len(members) == 1:
         return members[0]
+    if b.unit:   # every weight is 1: count (Fractions cost more than the rest of this together)
+        counts: dict[Canonical, int] = defaultdict(int)
+        for index in members:
+            counts[b.forms[b.position(index)]] += 1
+        if len(counts) == 1:
+            return representative(proposals, members)
+        most = max(counts.values())
+        return representative(proposals, [i for i in members if counts[b.forms[b.position(i)]] == most])
     weight: dict[Canonical, Fraction] = defaultdict(Fraction)
     for index in members:
         weight[b.forms[b.position(index)]] += b.weights[b.position(index)]
@@ -195,8 +204,9 @@ def make_group(proposals: Sequence[Proposal], form: Canonical, weight: Fraction,
     {'canonical': 'x', 'weight': 1.5, 'teachers': ['a', 'b'], 'members': [0, 1, 2], 'match': 'exact'}
     """
     teachers = sorted({proposals[i].teacher for i in members})
-    return VoteGroup(canonical=form, weight=float(weight), teachers=teachers, members=sorted(members),
-                     **extra)
+    # numerator / denominator is what float(Fraction) computes, without its generic dispatch
+    return VoteGroup(canonical=form, weight=weight.numerator / weight.denominator, teachers=teachers,
+                     members=sorted(members), **extra)
 
 
 def abstain(method: str, reason: str, voters: list[str], groups: list[VoteGroup],

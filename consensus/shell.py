@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass
+from itertools import chain
 
 _GROUPING = frozenset("()&")
 _UNSUPPORTED = re.compile(r"\$\(|`|<\(|>\(")
@@ -74,18 +75,13 @@ def _unquote(match: re.Match[str]) -> str:
 
 
 def _fast_tokens(line: str) -> list[str] | None:
-    tokens: list[str] = []
-    end = 0
-    for match in _SCAN.finditer(line):
-        if match.start() != end:
-            return None  # an unbalanced quote: let shlex say so
-        end = match.end()
-        if match.group(2):
-            tokens.append(match.group(2))
-        elif match.group(3):
-            word = match.group(3)
-            tokens.append(_QUOTED.sub(_unquote, word) if "'" in word or '"' in word else word)
-    return tokens if end == len(line) else None
+    found = _SCAN.findall(line)
+    # Matches never overlap, so they cover the line exactly when their lengths add up to it; a gap
+    # is an unbalanced quote: let shlex say so.
+    if sum(map(len, chain.from_iterable(found))) != len(line):
+        return None
+    return [operator or (_QUOTED.sub(_unquote, word) if "'" in word or '"' in word else word)
+            for space, operator, word in found if not space]
 
 
 def _tokens(line: str) -> list[str] | None:

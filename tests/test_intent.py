@@ -7,6 +7,7 @@ edits of existing files, while `reproduce.py` and friends would be new scratch f
 
 from __future__ import annotations
 
+import posixpath
 from collections import Counter
 
 import pytest
@@ -234,3 +235,40 @@ def test_without_history_a_write_keeps_its_exact_form():
     blind = IntentContext(CWD)
     assert intent(W("reproduce.py", "a"), blind) != intent(W("repro.py", "b"), blind)
     assert intent(W("/tmp/a.py", "a"), blind) == intent(W("/tmp/b.py", "b"), blind)  # /tmp is scratch
+
+
+# --- the caches and fast paths of the hot path (issue #29): same keys as computed afresh ------------------
+
+def test_a_key_that_reads_the_history_is_never_served_from_the_cache() -> None:
+    unseen, seen = IntentContext("/repo", []), IntentContext("/repo", [{"role": "tool", "content": "fix.py"}])
+    write = W("fix.py", "print(1)\n")
+    for order in ((unseen, seen, unseen), (seen, unseen, seen)):
+        keys = [intent(write, context) for context in order]
+        assert keys[0] == keys[2] != keys[1]
+    assert intent(B("cat a.py"), IntentContext("/repo", [])) == intent(B("cat /other/a.py"),
+                                                                        IntentContext("/other", []))
+
+
+def test_cached_canonical_calls_keep_types_apart() -> None:
+    from consensus.canonical import canonical
+
+    forms = [canonical(call("mcp__db__query", limit=value)) for value in (1, True, 1.0, 1, True)]
+    assert forms[0] == forms[3] and forms[1] == forms[4] and len(set(forms)) == 3
+
+
+def test_fast_paths_agree_with_the_walks() -> None:
+    import random
+
+    from consensus.canonical import _fold_walk, fold_shell, normalize_path
+
+    rng = random.Random(29)
+    alphabet = [*"ab/.~-_;&|=()", " ", "  ", "\t", "\n", "\r", "\x0b", "\x1c", "\xa0", "\u2028", "\u3000"]
+    for _ in range(20_000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randrange(14)))
+        assert fold_shell(text) == _fold_walk(text), repr(text)
+        for cwd in ("/repo", "/", "repo", "."):
+            root = posixpath.normpath(cwd)
+            full = posixpath.normpath(posixpath.join(root, text.strip()))
+            if text.strip() and not text.strip().startswith("~"):
+                walk = "." if full == root else full.removeprefix(root.rstrip("/") + "/")
+                assert normalize_path(text, cwd) == walk, (repr(text), cwd)

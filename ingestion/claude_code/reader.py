@@ -149,7 +149,8 @@ def _trace_states(session: Session, trace: Trace, history: HistoryBuilder, budge
     opening = turns[0].first.envelope if turns else {}
     # Numbered before dedup so a state keeps its id whichever files a run reads.
     new = [(turn, group) for turn, group in enumerate(turns) if group.key not in seen.messages]
-    stats.skipped_turns["duplicate_message_id"] += len(turns) - len(new)
+    if len(new) < len(turns):
+        stats.skipped_turns["duplicate_message_id"] += len(turns) - len(new)
     if not new:
         return
     trace_id = distinct_trace_id(SOURCE, trace.trace_id, [(t, g.key) for t, g in new], seen.states)
