@@ -118,7 +118,8 @@ def main() -> None:
               f"every state, write one JSON file each): {base:.1f} s; ratio {view / base:.2f}")
         files = [p for p in (run / "view").rglob("*") if p.is_file()]
         largest = max(files, key=lambda p: p.stat().st_size)
-        listing = [run / "view/states.html", *sorted((run / "view/data").glob("*.js"))]
+        listing = [run / "view/states.html", run / "view/data/meta.js",
+                   *sorted((run / "view/data").glob("index-*.js"))]
         print(f"largest file {largest.relative_to(run / 'view')} {largest.stat().st_size / 1e6:.2f} MB; "
               f"the list page loads {sum(p.stat().st_size for p in listing) / 1e6:.2f} MB in "
               f"{len(listing)} files; the view holds {len(files):,} files, "

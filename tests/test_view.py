@@ -117,7 +117,8 @@ def report_of(out: Path) -> dict[str, Any]:
 
 
 def hostile_page(out: Path) -> Path:
-    return next(p for p in sorted((out / "view/states").glob("*.html")) if "xss-check" in p.read_text())
+    """The page of the hostile session's answer (its context, with the prompt, is in data/ files)."""
+    return next(p for p in sorted((out / "view/states").glob("*.html")) if "alert(1)" in p.read_text())
 
 
 def no_injected_elements(page: str) -> None:
@@ -179,12 +180,28 @@ def test_the_list_filters_and_a_pair_page_shows_both_actions(run: Path, tmp_path
     assert re.search(r'class="(add|del)"', page)               # the tool-call diff
 
 
+def test_each_message_is_written_once_and_pages_name_their_context(run: Path) -> None:
+    """A trace's context sits in data/ files once, however many of its pages show it (#29)."""
+    view = run / "view"
+    prompt = "xss-check"
+    holders = [p for p in view.rglob("*") if p.is_file() and prompt.encode() in p.read_bytes()]
+    assert [p.parent.name for p in holders] == ["data"], holders
+    data = holders[0].read_bytes()
+    assert b"</script" not in data and b"alert(1)<\\/script>" in data    # JSON that cannot end a script
+    page = hostile_page(run).read_text()
+    assert re.search(r'<script src="\.\./data/t\d+-\d+\.js"></script>', page)
+    assert re.search(r'id="context" data-ranges="\[\[\d+,\d+\]', page)
+
+
 def test_hostile_session_renders_as_text_in_chromium(run: Path, tmp_path: Path) -> None:
     page = hostile_page(run)
     dom = dump_dom(page.as_uri(), tmp_path / "profile")
     no_injected_elements(dom)
     text = "".join(Elements(dom).text)
     assert SCRIPT in text and IMG in text                      # shown, as text
+    context = re.search(r'id="context".*', dom, re.S)
+    assert context and "xss-check" in context.group(0)         # the context, drawn from data/
+    assert 'class="msg user"' in context.group(0) and 'class="msg tool"' in context.group(0)
     listing = dump_dom((run / "view/states.html").as_uri() + "#trace=11111111", tmp_path / "profile")
     no_injected_elements(listing)
     assert f"Done {IMG}" in "".join(Elements(listing).text)

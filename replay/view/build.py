@@ -18,6 +18,7 @@ from typing import Any
 from ingestion.schema import TraceState
 from replay.ablation.agreement import AgreementMatrix, pair_agreement
 from replay.files import replace_dir
+from replay.view.context import TraceData
 from replay.view.index import Index
 from replay.view.load import RunOutputs, iter_states, load_run
 from replay.view.pages import RunInfo, overview_page, state_page
@@ -47,6 +48,7 @@ def build_view(run_dir: Path, out: Path | None = None) -> ViewSummary:
     work = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
     try:
         (work / "states").mkdir(parents=True)
+        (work / "data").mkdir()
         sizes = _build(run, work)
         replace_dir(work, target)
     finally:
@@ -65,18 +67,21 @@ def _build(run: RunOutputs, work: Path) -> list[tuple[str, int, int]]:
     index, forms, traces = Index(), {}, set()
     sizes: list[tuple[str, int, int]] = []
     page_of = "{}.html".format
+    data = TraceData(work / "data")
     for number, (prev, state, following) in enumerate(_neighbours(iter_states(run.folder))):
         decision = decide_state(state, run.answers, setup, run.judged_pairs)
         index.add(number, state, decision)
         traces.add(state.trace_id)
         _add_forms(forms, state, run)
-        context = state_page(state, decision,
-                             page_of(number - 1) if prev and prev.trace_id == state.trace_id else None,
-                             page_of(number + 1) if following and following.trace_id == state.trace_id
-                             else None)
+        page = state_page(state, decision, data.context(state.trace_id, state.messages),
+                          page_of(number - 1) if prev and prev.trace_id == state.trace_id else None,
+                          page_of(number + 1) if following and following.trace_id == state.trace_id
+                          else None)
         name = f"states/{number}.html"
         sizes.append((name, write_page(work / name, "state.html.j2", title=f"{state.trace_id} · {state.turn}",
-                                       root="../", run=info, **context), number + 1))
+                                       root="../", run=info, **page), number + 1))
+    data.close()
+    sizes.extend((file, size, len(index.rows)) for file, size in data.sizes)
     info.states, info.traces = len(index.rows), len(traces)
     chunks, largest = write_index(work, index.meta(), index.rows)
     sizes.append(("data/*.js", largest, info.states))

@@ -5,12 +5,14 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ingestion.schema import TraceState
-from replay.view.content import call_diff, cut, fold, shown_action
+from replay.view.content import RECENT, call_diff, cut, shown_action
+from replay.view.context import Context
 from replay.view.index import Index
 from replay.view.load import RunOutputs
 from replay.view.verdicts import VERDICTS, Decision, report_count
@@ -31,17 +33,20 @@ class RunInfo:
     command: str = ""
 
 
-def state_page(state: TraceState, decision: Decision, prev: str | None, next_: str | None) -> dict[str, Any]:
-    """The context of one state's page.
+def state_page(state: TraceState, decision: Decision, context: Context, prev: str | None,
+               next_: str | None) -> dict[str, Any]:
+    """The template context of one state's page (its messages are drawn from `context`'s data files).
 
     >>> from ingestion.schema import Action
     >>> s = TraceState(state_id="s", trace_id="t", turn=0, source="claude_code", student_action=Action(
-    ...     content="<script>x</script>"), messages=[{"role": "system", "content": "sys"}])
-    >>> page = state_page(s, Decision("not_asked"), None, "1.html")
-    >>> page["student"].text, page["next"], page["groups"]
-    ('<script>x</script>', '1.html', [])
+    ...     content="<script>x</script>"), messages=[{"role": "system", "content": "sys"}],
+    ...     metadata={"outcome": {"kind": "error", "calls": [{"name": "Bash", "error": "exit 1"}]}})
+    >>> page = state_page(s, Decision("not_asked"), Context([[0, 1]], True, 0, ["t0-0.js"]), None, "1.html")
+    >>> page["student"].text, page["next"], page["groups"], page["outcome"], page["ranges"]
+    ('<script>x</script>', '1.html', [], 'error', '[[0,1]]')
     """
-    system, older, recent, dropped = fold(state.messages)
+    outcome = state.metadata.get("outcome") if isinstance(state.metadata, dict) else None
+    outcome = outcome if isinstance(outcome, dict) else {}
     student = shown_action(state.student_action, note=state.student_model or "")
     chosen = shown_action(decision.chosen, note=", ".join(decision.winners)) if decision.chosen else None
     return {
@@ -50,8 +55,11 @@ def state_page(state: TraceState, decision: Decision, prev: str | None, next_: s
         "diff": call_diff(decision.chosen, state.student_action) if decision.chosen else [],
         "groups": groups(decision), "failed": [shown_action(None, _who(p), p.error)
                                                for p in decision.proposals if p.action is None],
-        "excluded": decision.excluded, "system": system, "older": older, "recent": recent,
-        "dropped": dropped, "prev": prev, "next": next_,
+        "excluded": decision.excluded, "context": context, "recent": RECENT,
+        "ranges": json.dumps(context.ranges, separators=(",", ":")), "prev": prev, "next": next_,
+        "outcome": outcome.get("kind"), "outcome_calls": [c for c in outcome.get("calls") or []
+                                                          if isinstance(c, dict) and c.get("error")],
+        "recovery": state.metadata.get("recovery") if isinstance(state.metadata, dict) else None,
     }
 
 
@@ -110,7 +118,14 @@ def overview_page(run: RunOutputs, index: Index, matrix: Any, plot: str | None) 
             "prompt": tokens.get("prompt", 0), "completion": tokens.get("completion", 0),
             "estimate": sorted(estimate.items())}
     columns = _columns(run.ablation_rows)
-    return {"verdicts": verdicts, "tiers": sorted(index.tiers.items()), "teachers": teachers, "cost": cost,
+    reported = report.get("outcomes") if isinstance(report.get("outcomes"), dict) else {}
+    outcomes = [{"name": name, "count": index.outcomes.get(name, 0), "report": reported.get(name),
+                 "mismatch": name in reported and reported.get(name) != index.outcomes.get(name, 0)}
+                for name in sorted(set(index.outcomes) | set(reported))]
+    hindsight = report.get("hindsight") if isinstance(report.get("hindsight"), dict) else {}
+    return {"outcomes": outcomes, "hindsight": sorted((k, v) for k, v in hindsight.items()
+                                                      if isinstance(v, int | float | str)),
+            "verdicts": verdicts, "tiers": sorted(index.tiers.items()), "teachers": teachers, "cost": cost,
             "matrix": matrix, "ablation_rows": run.ablation_rows, "ablation_columns": columns,
             "ablation_plot": plot}
 
