@@ -18,11 +18,12 @@ from typing import Any
 from ingestion.schema import TraceState
 from replay.ablation.agreement import AgreementMatrix, pair_agreement
 from replay.files import replace_dir
+from replay.view.content import RECENT
 from replay.view.context import TraceData
 from replay.view.index import Index
 from replay.view.load import RunOutputs, iter_states, load_run
-from replay.view.pages import RunInfo, overview_page, state_page
-from replay.view.render import copy_assets, write_index, write_page
+from replay.view.pages import RunInfo, overview_page, state_record
+from replay.view.render import copy_assets, state_shell, write_index, write_page
 from replay.view.verdicts import Setup, decide_state
 
 VIEW_DIR = "view"
@@ -73,13 +74,16 @@ def _build(run: RunOutputs, work: Path) -> list[tuple[str, int, int]]:
         index.add(number, state, decision)
         traces.add(state.trace_id)
         _add_forms(forms, state, run)
-        page = state_page(state, decision, data.context(state.trace_id, state.messages),
-                          page_of(number - 1) if prev and prev.trace_id == state.trace_id else None,
-                          page_of(number + 1) if following and following.trace_id == state.trace_id
-                          else None)
+        record = state_record(state, decision,
+                              page_of(number - 1) if prev and prev.trace_id == state.trace_id else None,
+                              page_of(number + 1) if following and following.trace_id == state.trace_id
+                              else None)
+        context = data.add_state(number, state.trace_id, state.messages, record)
         name = f"states/{number}.html"
-        sizes.append((name, write_page(work / name, "state.html.j2", title=f"{state.trace_id} · {state.turn}",
-                                       root="../", run=info, **page), number + 1))
+        page = state_shell(number, f"{state.trace_id} · {state.turn}", info.name, info.folder, context,
+                           RECENT)
+        (work / name).write_bytes(page)
+        sizes.append((name, len(page), number + 1))
     data.close()
     sizes.extend((file, size, len(index.rows)) for file, size in data.sizes)
     info.states, info.traces = len(index.rows), len(traces)

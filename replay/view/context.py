@@ -1,11 +1,12 @@
-"""Each trace's context written once, as script files that the state pages of that trace load.
+"""Each trace's pages as data written once: script files that the state pages of that trace load.
 
 A state's context is a subsequence of its trace's messages (the run stores them once: ingestion.store),
 so the view does the same: every distinct message of a trace becomes one display item in `data/`
-script files of at most `CHUNK_CHARS` characters, and a state page holds only the ranges of items it
-shows (newest first within `PAGE_BUDGET`) and the chunk files they lie in. `assets/context.js` draws
-them with `textContent`. A page no longer repeats its trace's context: the view of a long session is
-about the size of its run folder, not its square.
+script files of about `CHUNK_CHARS` characters, beside each state's own record (verdict, actions,
+groups, diff: `pages.state_record`). A state page is a small shell naming its number, the ranges of
+items it shows (newest first within `PAGE_BUDGET`) and the chunk files they lie in; `assets/state.js`
+draws it all with `textContent`. A page no longer repeats its trace's context: the view of a long
+session is about the size of its run folder, not its square, and no template runs per state.
 
 Messages are known by identity: `load_states` hands the states of one trace the same message objects,
 so a message met again is a dictionary look-up, not a new conversion.
@@ -17,9 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from ingestion.store import to_ranges
 from replay.view.content import PAGE_BUDGET, Shown, shown_message
-from replay.view.render import script_data
 
 CHUNK_CHARS = 400_000          # characters of display items per script file (each file stays < 2 MB)
 
@@ -31,7 +33,7 @@ class Context:
     ranges: list[list[int]]   # item indices of the trace, half-open, oldest first; the system prompt too
     system: bool              # the first item shown is the system prompt
     dropped: int              # older messages left out for the page's budget
-    scripts: list[str]        # data/ files holding those items, in order
+    scripts: list[str]        # data/ files holding those items and the state's record, in order
 
 
 def item(shown: Shown) -> list[Any]:
@@ -60,12 +62,15 @@ class TraceData:
         self._size: list[int] = []           # display size per item
         self._chunk_of: list[int] = []       # chunk number per item
         self._pending: list[list[Any]] = []  # items of the open chunk
+        self._records: list[bytes] = []      # `"number":{record}` of the open chunk, encoded
         self._first = 0                      # index of the open chunk's first item
         self._chars = 0
         self._chunk = 0
 
-    def context(self, trace_id: str, messages: list[dict[str, Any]]) -> Context:
-        """The context of a state of `trace_id` with these messages; a new trace flushes the last one."""
+    def add_state(self, number: int, trace_id: str, messages: list[dict[str, Any]],
+                  record: dict[str, Any]) -> Context:
+        """Store a state's record and the items of its context; what its page must load. A new trace
+        flushes the last one."""
         if trace_id != self._key:
             self.close()
             self._key, self.trace = trace_id, self.trace + 1
@@ -80,16 +85,19 @@ class TraceData:
             spent += self._size[index]
             kept += 1
         shown = ([indices[0]] if system else []) + body[len(body) - kept:]
-        chunks = sorted({self._chunk_of[i] for i in shown})
+        encoded = orjson.dumps(record)
+        self._records.append(b'"%d":%s' % (number, encoded))
+        self._chars += len(encoded)
+        chunks = {self._chunk_of[i] for i in shown} | {self._chunk}
         return Context(ranges=to_ranges(shown), system=system, dropped=len(body) - kept,
-                       scripts=[self._name(c) for c in chunks])
+                       scripts=[self._name(c) for c in sorted(chunks)])
 
     def _add(self, message: dict[str, Any]) -> int:
         found = self._index.get(id(message))
         if found is not None:
             return found
         shown = shown_message(message)
-        if self._pending and self._chars + shown.size > CHUNK_CHARS:
+        if (self._pending or self._records) and self._chars + shown.size > CHUNK_CHARS:
             self._flush()
             self._chunk += 1
         index = self._index[id(message)] = len(self._size)
@@ -104,14 +112,17 @@ class TraceData:
         return f"t{self.trace}-{chunk}.js"
 
     def _flush(self) -> None:
-        if not self._pending:
+        if not self._pending and not self._records:
             return
         name = self._name(self._chunk)
-        data = script_data("REPLAY_CONTEXT.push(", [self._first, self._pending], ");")
-        (self.folder / name).write_bytes(b"window.REPLAY_CONTEXT = window.REPLAY_CONTEXT || [];\n" + data)
+        # orjson leaves "</" as it is: escaped here, no string can end a script element early.
+        body = (b"[%d,%s,{%s}]" % (self._first, orjson.dumps(self._pending), b",".join(self._records))
+                ).replace(b"</", b"<\\/")
+        data = b"(window.REPLAY_PAGES = window.REPLAY_PAGES || []).push(" + body + b");\n"
+        (self.folder / name).write_bytes(data)
         self.sizes.append((f"data/{name}", len(data)))
         self._first += len(self._pending)
-        self._pending, self._chars = [], 0
+        self._pending, self._records, self._chars = [], [], 0
 
     def close(self) -> None:
         """Write the open chunk and forget the trace."""

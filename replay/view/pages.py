@@ -5,14 +5,13 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ingestion.schema import TraceState
-from replay.view.content import RECENT, call_diff, cut, shown_action
-from replay.view.context import Context
+from replay.view.content import call_diff, cut, shown_action
+from replay.view.context import item
 from replay.view.index import Index
 from replay.view.load import RunOutputs
 from replay.view.verdicts import VERDICTS, Decision, report_count
@@ -33,33 +32,40 @@ class RunInfo:
     command: str = ""
 
 
-def state_page(state: TraceState, decision: Decision, context: Context, prev: str | None,
-               next_: str | None) -> dict[str, Any]:
-    """The template context of one state's page (its messages are drawn from `context`'s data files).
+def state_record(state: TraceState, decision: Decision, prev: str | None,
+                 next_: str | None) -> dict[str, Any]:
+    """Everything a state's page shows but its context, as JSON data that `assets/state.js` draws as text.
+    Display items are `context.item` lists: [role, text, note, [[tool, arguments], ...]].
 
     >>> from ingestion.schema import Action
     >>> s = TraceState(state_id="s", trace_id="t", turn=0, source="claude_code", student_action=Action(
     ...     content="<script>x</script>"), messages=[{"role": "system", "content": "sys"}],
     ...     metadata={"outcome": {"kind": "error", "calls": [{"name": "Bash", "error": "exit 1"}]}})
-    >>> page = state_page(s, Decision("not_asked"), Context([[0, 1]], True, 0, ["t0-0.js"]), None, "1.html")
-    >>> page["student"].text, page["next"], page["groups"], page["outcome"], page["ranges"]
-    ('<script>x</script>', '1.html', [], 'error', '[[0,1]]')
+    >>> r = state_record(s, Decision("not_asked"), None, "1.html")
+    >>> r["student"], r["next"], r["groups"], r["outcome"], r["errors"]
+    (['assistant', '<script>x</script>', '', []], '1.html', [], 'error', [['Bash', '', None, 'exit 1']])
     """
-    outcome = state.metadata.get("outcome") if isinstance(state.metadata, dict) else None
-    outcome = outcome if isinstance(outcome, dict) else {}
-    student = shown_action(state.student_action, note=state.student_model or "")
-    chosen = shown_action(decision.chosen, note=", ".join(decision.winners)) if decision.chosen else None
+    metadata = state.metadata if isinstance(state.metadata, dict) else {}
+    outcome = metadata.get("outcome") if isinstance(metadata.get("outcome"), dict) else {}
+    result = decision.result
     return {
-        "state": state, "decision": decision, "student": student, "chosen": chosen,
-        "student_thinking": cut(state.student_action.thinking or ""),
+        "id": state.state_id, "trace": state.trace_id, "turn": state.turn,
+        "model": state.student_model or "unknown", "verdict": decision.verdict,
+        "agreement": round(result.agreement, 2) if result is not None else None,
+        "method": result.method if result is not None else None, "match": decision.match,
+        "reason": (result.reason or None) if result is not None else None,
+        "outcome": outcome.get("kind"), "recovery": metadata.get("recovery"),
+        "errors": [[str(c.get("name") or "?"), str(c.get("kind") or ""), c.get("exit_code"), str(c["error"])]
+                   for c in outcome.get("calls") or [] if isinstance(c, dict) and c.get("error")],
+        "student": item(shown_action(state.student_action, note=state.student_model or "")),
+        "thinking": cut(state.student_action.thinking or ""),
+        "chosen": item(shown_action(decision.chosen, note=", ".join(decision.winners)))
+        if decision.chosen else None,
         "diff": call_diff(decision.chosen, state.student_action) if decision.chosen else [],
-        "groups": groups(decision), "failed": [shown_action(None, _who(p), p.error)
-                                               for p in decision.proposals if p.action is None],
-        "excluded": decision.excluded, "context": context, "recent": RECENT,
-        "ranges": json.dumps(context.ranges, separators=(",", ":")), "prev": prev, "next": next_,
-        "outcome": outcome.get("kind"), "outcome_calls": [c for c in outcome.get("calls") or []
-                                                          if isinstance(c, dict) and c.get("error")],
-        "recovery": state.metadata.get("recovery") if isinstance(state.metadata, dict) else None,
+        "groups": groups(decision),
+        "failed": [item(shown_action(None, _who(p), p.error))
+                   for p in decision.proposals if p.action is None],
+        "excluded": decision.excluded, "prev": prev, "next": next_,
     }
 
 
@@ -76,10 +82,11 @@ def groups(decision: Decision) -> list[dict[str, Any]]:
     result = decision.result
     if result is None or not result.groups:
         return [{"teachers": [p.teacher], "weight": 1.0, "winner": False,
-                 "members": [shown_action(p.action, _who(p))]} for p in proposals if p.action is not None]
+                 "members": [item(shown_action(p.action, _who(p)))]}
+                for p in proposals if p.action is not None]
     return [{"teachers": group.teachers, "weight": group.weight,
              "winner": result.reached and index == 0,
-             "members": [shown_action(proposals[i].action, _who(proposals[i])) for i in group.members
+             "members": [item(shown_action(proposals[i].action, _who(proposals[i]))) for i in group.members
                          if i < len(proposals)]}
             for index, group in enumerate(result.groups)]
 
