@@ -10,13 +10,17 @@ each in a fresh process, medians of --repeat:
   needs: read every state through `load_states` and write its JSON to a file of its own (ratio);
 - the largest file written and the bytes the list page loads (states.html + its data scripts);
 - with --browser, headless Chromium's `--dump-dom` of the list page (all N states indexed, filters drawn)
-  against the same for the overview (ratio): what "opens fast" costs over a page with no index.
+  against the same for the overview (ratio): what "opens fast" costs over a page with no index; and of
+  the state page with the longest context (drawn from its trace's data/ files by assets/state.js);
+- the CPU seconds (user + system) of both children beside their wall time: on a shared machine the CPU
+  ratio is the steadier figure.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -82,10 +86,18 @@ def build_run(folder: Path, n: int, turns: int) -> None:
     write_json(folder / "report.json", {"states": n, "traces": -(-n // turns)})
 
 
+CPU: list[float] = []        # CPU seconds (user + system) of each timed child, in order
+
+
 def timed(argv: list[str]) -> float:
+    """Wall seconds of one child; its CPU seconds go to CPU (steadier than wall on a shared machine)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     subprocess.run(argv, cwd=ROOT, check=True, capture_output=True)
-    return time.perf_counter() - started
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    CPU.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    return wall
 
 
 def dump_time(browser: str, url: str, profile: Path) -> float:
@@ -107,15 +119,20 @@ def main() -> None:
         size = sum((run / name).stat().st_size for name in ("states.jsonl", "traces.jsonl"))
         print(f"{args.states:,} states in {-(-args.states // args.turns):,} traces, "
               f"states.jsonl + traces.jsonl {size / 1e6:.0f} MB")
-        views, bases = [], []
+        views, bases, view_cpu, base_cpu = [], [], [], []
         for k in range(args.repeat):
             bases.append(timed([sys.executable, "-c", BASELINE, str(run), str(Path(tmp) / f"base{k}")]))
+            base_cpu.append(CPU[-1])
             shutil.rmtree(Path(tmp) / f"base{k}")
             shutil.rmtree(run / "view", ignore_errors=True)   # deleting the last build is not building
             views.append(timed([sys.executable, "-m", "replay.view", str(run)]))
+            view_cpu.append(CPU[-1])
         view, base = statistics.median(views), statistics.median(bases)
         print(f"view build: median {view:.1f} s ({args.states / view:,.0f} states/s); baseline (read "
               f"every state, write one JSON file each): {base:.1f} s; ratio {view / base:.2f}")
+        cpu, cpu_base = statistics.median(view_cpu), statistics.median(base_cpu)
+        print(f"CPU seconds (user + system): view {cpu:.1f}, baseline {cpu_base:.1f}; ratio "
+              f"{cpu / cpu_base:.2f}; load average {os.getloadavg()[0]:.1f}")
         files = [p for p in (run / "view").rglob("*") if p.is_file()]
         largest = max(files, key=lambda p: p.stat().st_size)
         listing = [run / "view/states.html", run / "view/data/meta.js",
@@ -131,9 +148,13 @@ def main() -> None:
                      for _ in range(args.repeat)]
             overviews = [dump_time(browser, (run / "view/index.html").as_uri(), profile)
                          for _ in range(args.repeat)]
+            # the last turn of a trace: the longest context a page of this run shows
+            state = run / "view" / "states" / f"{args.turns - 1}.html"
+            pages = [dump_time(browser, state.as_uri(), profile) for _ in range(args.repeat)]
             print(f"chromium --dump-dom: list page median {statistics.median(lists):.2f} s, overview "
                   f"{statistics.median(overviews):.2f} s; ratio "
-                  f"{statistics.median(lists) / statistics.median(overviews):.2f}")
+                  f"{statistics.median(lists) / statistics.median(overviews):.2f}; a state page with "
+                  f"{2 * (args.turns - 1) + 2} context messages {statistics.median(pages):.2f} s")
 
 
 if __name__ == "__main__":

@@ -52,9 +52,10 @@ class Settled(NamedTuple):
 
 
 def settle(state: TraceState, proposals: list[Proposal], result: ConsensusResult | None,
-           memo: PromptMemo | None = None, match: str = "intent") -> Settled:
+           memo: PromptMemo | None = None, match: str = "intent", row: bool = True) -> Settled:
     """A state's verdict from its proposals and consensus, and its DPO row when it is a pair. The
-    student is compared at the tiers `match` allows (`consensus.methods.student_match`).
+    student is compared at the tiers `match` allows (`consensus.methods.student_match`). `row=False`
+    decides without building the row (the view needs the verdict only).
 
     `failed`: teachers were asked and not one usable answer came back, at least one of them for want
     of an answer (a call that failed, stayed malformed, or was not made for the budget): a re-run asks
@@ -78,7 +79,7 @@ def settle(state: TraceState, proposals: list[Proposal], result: ConsensusResult
     student = student_match(state.student_action, result, cwd, match, IntentContext(cwd, state.messages))
     if student is not None:
         return Settled("agree", None, student)
-    return Settled("pair", pair_row(state, result, proposals, memo))
+    return Settled("pair", pair_row(state, result, proposals, memo) if row else None)
 
 
 def failed(proposals: list[Proposal]) -> bool:

@@ -79,7 +79,7 @@ def decide_state(state: TraceState, answers: Mapping[str, Sequence[Proposal]], s
     if setup.method == "judge":
         return _judged(state, proposals, excluded, judged_pairs or {})
     result = method_decider(setup.method, setup.min_agreement, setup.match)(state, proposals)
-    verdict = settle(state, proposals, result, match=setup.match).verdict
+    verdict = settle(state, proposals, result, match=setup.match, row=False).verdict
     if verdict == "failed" and not setup.reports_failed:
         verdict = "abstained"          # a run from before the `failed` verdict (C3) counted it so
     return Decision(verdict, proposals, excluded, result, result.action if result.reached else None)
