@@ -51,8 +51,30 @@ def bash(command: str, call_id: str) -> Action:
     return Action(tool_calls=[ToolCall(id=call_id, name="Bash", arguments={"command": command})])
 
 
-def build_run(folder: Path, n: int, turns: int) -> None:
-    """The states, proposals.jsonl, run.json and report.json of a finished 3-teacher run."""
+def decided(folder: Path, proposals: list[Proposal]) -> list[dict]:
+    """verdicts.jsonl as the run writes it: each state decided once by the run's own functions."""
+    from ingestion.store import load_states
+    from replay.decide import settle
+    from replay.verdicts import verdict_record
+    from replay.view.verdicts import Setup, decide_state
+    from teachers.registry import parse_pool
+
+    answers: dict[str, list[Proposal]] = {}
+    for proposal in proposals:
+        answers.setdefault(proposal.state_id, []).append(proposal)
+    setup = Setup(teachers=parse_pool(",".join(TEACHERS)), reports_failed=True)
+    out = []
+    for state in load_states(folder):
+        decision = decide_state(state, answers, setup)
+        student = settle(state, decision.proposals, decision.result, row=False).student
+        out.append(verdict_record(state, decision.verdict, student, decision.result, decision.proposals,
+                                  decision.excluded))
+    return out
+
+
+def build_run(folder: Path, n: int, turns: int, verdicts: bool = True) -> None:
+    """The states, proposals.jsonl, verdicts.jsonl (unless `verdicts` is false: a run from before it),
+    run.json and report.json of a finished 3-teacher run."""
     from ingestion.store import StateWriter
     from replay.files import write_json, write_jsonl
     from replay.options import PoolOptions, RunConfig
@@ -81,6 +103,8 @@ def build_run(folder: Path, n: int, turns: int) -> None:
                                           error="rate_limit: 429" if failed else None,
                                           prompt_tokens=3000, completion_tokens=40, cost_usd=0.001))
     write_jsonl(folder / "proposals.jsonl", (p.model_dump(mode="json") for p in proposals))
+    if verdicts:
+        write_jsonl(folder / "verdicts.jsonl", decided(folder, proposals))
     config = RunConfig(source=Path("bench"), out=folder, pool=PoolOptions(teachers=",".join(TEACHERS)))
     write_json(folder / "run.json", config.model_dump(mode="json"))
     write_json(folder / "report.json", {"states": n, "traces": -(-n // turns)})
@@ -112,10 +136,12 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=40)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--browser", action="store_true", help="also time headless Chromium (Debian's)")
+    parser.add_argument("--no-verdicts", action="store_true",
+                        help="a run without verdicts.jsonl (written before it existed): decided again")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-view-") as tmp:
         run = Path(tmp) / "run"
-        build_run(run, args.states, args.turns)
+        build_run(run, args.states, args.turns, verdicts=not args.no_verdicts)
         size = sum((run / name).stat().st_size for name in ("states.jsonl", "traces.jsonl"))
         print(f"{args.states:,} states in {-(-args.states // args.turns):,} traces, "
               f"states.jsonl + traces.jsonl {size / 1e6:.0f} MB")

@@ -16,6 +16,7 @@ from ingestion.schema import Proposal, TraceState
 from replay.ask import Answers, Judge, ask_state, decide
 from replay.export.pairs import PromptMemo, pair_row
 from replay.options import ConsensusOptions
+from replay.verdicts import verdict_record
 from teachers.pool import BUDGET_EXHAUSTED, TeacherPool
 from teachers.workers import blocking
 
@@ -26,6 +27,7 @@ class Outcomes:
 
     proposals: dict[int, list[Proposal]] = field(default_factory=dict)
     rows: dict[int, dict[str, Any]] = field(default_factory=dict)
+    decided: dict[int, dict[str, Any]] = field(default_factory=dict)   # verdicts.jsonl lines
     verdicts: dict[str, int] = field(default_factory=lambda: {
         "all_teachers_excluded": 0, "failed": 0, "abstained": 0, "agree": 0, "pair": 0})
     budget_stopped: int = 0  # of the failed states: those where --max-cost kept a call from being made
@@ -40,6 +42,9 @@ class Outcomes:
 
     def ordered_rows(self) -> list[dict[str, Any]]:
         return [self.rows[i] for i in sorted(self.rows)]
+
+    def ordered_verdicts(self) -> list[dict[str, Any]]:
+        return [self.decided[i] for i in sorted(self.decided)]
 
 
 Verdict = str  # "all_teachers_excluded" | "failed" | "abstained" | "agree" | "pair"
@@ -139,6 +144,9 @@ async def replay_states(states: Iterable[TraceState], pool: TeacherPool, options
             result = await decide(state, answers.proposals, options, judge) if answers.proposals else None
             settled = settle(state, answers.proposals, result, match=options.match)
             count(outcomes, settled, result, answers.proposals)
+            excluded = [t.name for t in pool.split(state)[1]]
+            outcomes.decided[index] = await blocking(verdict_record, state, settled.verdict, settled.student,
+                                                     result, answers.proposals, excluded)
             if settled.row is not None:
                 outcomes.rows[index] = settled.row
         finally:

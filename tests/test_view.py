@@ -226,6 +226,19 @@ def test_hostile_session_renders_as_text_in_chromium(run: Path, tmp_path: Path) 
     assert f"Done {IMG}" in "".join(Elements(listing).text)
 
 
+def test_stored_verdicts_draw_the_same_pages_as_deciding_again(run: Path, tmp_path: Path) -> None:
+    """The view reads verdicts.jsonl; a run without it (an older run) is decided again: same pages."""
+    assert (run / "verdicts.jsonl").is_file()
+    older = tmp_path / "older"
+    shutil.copytree(run, older, ignore=shutil.ignore_patterns("view", "verdicts.jsonl"))
+    assert view_main([str(older)]) == 0
+    assert records(older / "view") == records(run / "view")
+    def page(view: Path) -> str:     # the run's folder name and path in the header differ
+        return re.sub(r'title="[^"]*"|>[^<]*</span></nav>', "", (view / "index.html").read_text())
+
+    assert page(older / "view") == page(run / "view")
+
+
 def test_a_dry_run_and_bad_folders(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     hostile = hostile_session(tmp_path / "src")
     assert run_main(["--source", str(hostile), "--out", str(tmp_path / "dry"), "--dry-run"]) == 0
