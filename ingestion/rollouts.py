@@ -22,6 +22,8 @@ from ingestion.schema import Action, ToolCall, TraceState, make_state_id
 from ingestion.stats import IngestStats
 
 SOURCE = "swebench_rollout"
+# The agent's errors about the reply itself (collect/agent.py `feedback`), not about one call's run.
+AGENT_ERRORS = ("unparsed_tool_call", "truncated_reply")
 
 
 def is_rollout_file(path: Path | str) -> bool:
@@ -115,7 +117,7 @@ def rollout_outcome(turn: TurnRecord, final: FinalRecord | None) -> dict[str, ob
         error = (seen.error + (": " if seen.output else "") + seen.output if seen.error
                  else seen.output if kind == "error" else None)
         calls.append(call_outcome(call_id, name, kind, error, seen.exit_code))
-    agent_error = next((o.error for o in turn.observations if not o.tool_call_id and o.error), None)
+    agent_error = next((o.error for o in turn.observations if o.error in AGENT_ERRORS), None)
     outcome = turn_outcome(calls, text_kind="error" if agent_error else None,
                            reward=final.reward if final else None,
                            exit_status=final.exit_status if final else None, agent_error=agent_error)
