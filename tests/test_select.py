@@ -116,6 +116,10 @@ def test_selected_states_only_are_estimated_and_asked(fixtures_root: Path, tmp_p
     report = json.loads((out / "report.json").read_text())
     assert report["states_unselected"] == len(states) - len(failed)
     assert report["teacher_calls"]["made"] == 2 * len(failed)
+    selection = json.loads((out / "selection.json").read_text())
+    assert (selection["selected"], len(selection["unselected"])) == (len(failed), len(states) - len(failed))
+    assert main(["--source", str(fixtures_root), "--out", str(out), "--dry-run"]) == 0
+    assert not (out / "selection.json").exists()   # a later run without --select leaves none behind
 
 
 def test_row_of_a_state_without_outcome_is_ok(fixtures_root: Path) -> None:
