@@ -18,6 +18,7 @@ from ingestion.sources import find_files, iter_states
 from ingestion.stats import IngestStats
 from ingestion.store import STATES_FILE as STATES_FILE  # re-exported: the name callers knew
 from ingestion.store import StateWriter
+from ingestion.store import load_states as load_states  # re-exported: the view and benches read it here
 from replay.files import write_json, write_jsonl
 from replay.options import PoolOptions, RunConfig
 from replay.outdir import check_out, keep_failed, run_folder, swap_in
