@@ -118,6 +118,9 @@ def test_selected_states_only_are_estimated_and_asked(fixtures_root: Path, tmp_p
     assert report["teacher_calls"]["made"] == 2 * len(failed)
     selection = json.loads((out / "selection.json").read_text())
     assert (selection["selected"], len(selection["unselected"])) == (len(failed), len(states) - len(failed))
+    from replay.ablation.load import load_run
+
+    assert {_key(s.messages) for s in load_run(out).states} == failed   # ablations see what was asked
     assert main(["--source", str(fixtures_root), "--out", str(out), "--dry-run"]) == 0
     assert not (out / "selection.json").exists()   # a later run without --select leaves none behind
 
