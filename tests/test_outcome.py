@@ -184,3 +184,43 @@ def test_error_heads_exit_codes_and_edge_cases(tmp_path: Path) -> None:
     assert calls[0]["error"] == "Exit code 2\nboom"
     recoveries = [s.metadata.get("recovery") for s in states]
     assert recoveries == [states[1].state_id, states[2].state_id, None, None]
+
+
+def test_rollout_turns_exit_codes_agent_errors_and_episode() -> None:
+    from ingestion.rollout_format import FinalRecord, Observation, TurnRecord
+    from ingestion.rollouts import rollout_outcome
+
+    def call(i: int) -> dict[str, Any]:
+        return {"id": f"c{i}", "function": {"name": "bash", "arguments": "{}"}}
+
+    final = FinalRecord(exit_status="max_turns", turns=3, reward=0.0)
+    ran = TurnRecord(turn=0, messages=[], response={"tool_calls": [call(0), call(1), call(2)]}, observations=[
+        Observation(tool_call_id="c0", name="bash", output="fine", exit_code=0),
+        Observation(tool_call_id="c1", name="bash", output="", exit_code=None, timed_out=True)])
+    outcome = rollout_outcome(ran, final)
+    assert [(c["kind"], c["exit_code"]) for c in outcome["calls"]] == [("ok", 0), ("error", None),
+                                                                       ("no_result", None)]
+    assert (outcome["kind"], outcome["reward"], outcome["exit_status"]) == ("error", 0.0, "max_turns")
+    cut = TurnRecord(turn=1, messages=[], response={"tool_calls": [call(3)]}, observations=[
+        Observation(tool_call_id="c3", name="bash", output="cut at 64 tokens", error="truncated_reply")])
+    assert (rollout_outcome(cut, None)["agent_error"], rollout_outcome(cut, None)["kind"]) == (
+        "truncated_reply", "error")
+    said = TurnRecord(turn=2, messages=[], response={"content": "done"})
+    assert rollout_outcome(said, final)["kind"] == "ok"
+
+
+def test_claude_code_rollout_states_keep_call_outcomes_and_gain_the_episode() -> None:
+    from ingestion.claude_rollouts import join_state
+    from ingestion.rollout_format import FinalRecord, RolloutHeader
+    from ingestion.schema import Action, TraceState
+
+    header = RolloutHeader(rollout_id="toy-1.r", run_id="r", instance_id="toy-1", image="i",
+                           student_model="s", student_url=None, max_turns=5, agent_version=1, tools=[],
+                           created_at="now")
+    calls = [{"id": "t", "name": "Bash", "kind": "error", "error": "Exit code 1", "exit_code": 1}]
+    state = TraceState(state_id="claude_code:sess:0", trace_id="sess", turn=0, source="claude_code",
+                       messages=[], tools=[], student_action=Action(), student_model=None,
+                       metadata={"outcome": {"kind": "error", "calls": calls}})
+    joined = join_state(state, header, FinalRecord(exit_status="submitted", turns=1, reward=1.0), None)
+    assert joined.metadata["outcome"] == {"kind": "error", "calls": calls, "reward": 1.0,
+                                          "exit_status": "submitted"}
