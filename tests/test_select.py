@@ -96,6 +96,8 @@ def test_selected_states_only_are_estimated_and_asked(fixtures_root: Path, tmp_p
                          "--dry-run", "--no-redact", *extra]) == 0
             reports[name] = json.loads((out / "report.json").read_text())
         assert server.requests == []   # a dry run calls nothing
+        left_out = set(json.loads((tmp_path / "dry-failed" / "selection.json").read_text())["unselected"])
+        assert left_out == {s.state_id for s in states if s.metadata["outcome"]["kind"] not in FAILED}
         every, chosen = reports["all"], reports["failed"]
         assert every["outcomes"] == chosen["outcomes"] == dict(sorted(kinds.items()))
         assert every["states"] == chosen["states"] == len(states)
