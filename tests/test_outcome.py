@@ -11,6 +11,7 @@ records) says so.
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -89,7 +90,7 @@ def oracle(path: Path) -> dict[str, str]:
             words = body if isinstance(body, str) else "\n".join(
                 p.get("text", "") if isinstance(p, dict) and p.get("type") == "text" else
                 "[image]" for p in body or [])
-            said = _said(words)
+            said = _said(re.sub(r"^Exit code -?[0-9]+\n", "", words))
             if said:
                 found.append(said)
             elif result.get("is_error") is True:
@@ -173,17 +174,21 @@ def test_error_heads_exit_codes_and_edge_cases(tmp_path: Path) -> None:
         assistant("a4", "u3", "msg_3", tool_use("t4", "ls")),
         user("u4", "a4", tool_result("t4", "fine")),
         assistant("a5", "u4", "msg_4", tool_use("t5", "sleep 9")),
+        user("u5", "a5", [{"type": "tool_result", "tool_use_id": "t5", "is_error": True,
+                           "content": "Exit code 137\n[Request interrupted by user for tool use]"}]),
+        assistant("a6", "u5", "msg_5", tool_use("t6", "sleep 1")),
     ]
     path = write_session(tmp_path / "p", records)
     states = _states(path)
     outcomes = [s.metadata["outcome"] for s in states]
-    assert [o["kind"] for o in outcomes] == ["interrupted", "error", "ok", "no_result"]
-    assert [o["kind"] for o in outcomes] == [oracle(path)[f"msg_{i}"] for i in range(1, 5)]
+    assert [o["kind"] for o in outcomes] == ["interrupted", "error", "ok", "interrupted", "no_result"]
+    assert [o["kind"] for o in outcomes] == [oracle(path)[f"msg_{i}"] for i in range(1, 6)]
+    assert outcomes[3]["calls"][0]["exit_code"] == 137
     calls = outcomes[1]["calls"]
     assert [(c["kind"], c["exit_code"]) for c in calls] == [("error", 2), ("no_result", None)]
     assert calls[0]["error"] == "Exit code 2\nboom"
     recoveries = [s.metadata.get("recovery") for s in states]
-    assert recoveries == [states[1].state_id, states[2].state_id, None, None]
+    assert recoveries == [states[1].state_id, states[2].state_id, None, states[4].state_id, None]
 
 
 def test_rollout_turns_exit_codes_agent_errors_and_episode() -> None:

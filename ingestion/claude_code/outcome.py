@@ -67,6 +67,9 @@ def result_outcome(call_id: str, name: str, block: dict[str, Any] | None, rules:
     >>> r = load_rules()
     >>> result_outcome("t", "Bash", {"content": "Exit code 2\\nboom", "is_error": True}, r)["exit_code"]
     2
+    >>> stopped = {"content": "Exit code 137\\n[Request interrupted by user for tool use]", "is_error": True}
+    >>> result_outcome("t", "Bash", stopped, r)["kind"]
+    'interrupted'
     >>> sibling = {"content": "<tool_use_error>Sibling tool call errored</tool_use_error>", "is_error": True}
     >>> result_outcome("t", "Read", sibling, r)["kind"], result_outcome("t", "Read", None, r)["kind"]
     ('no_result', 'no_result')
@@ -74,14 +77,15 @@ def result_outcome(call_id: str, name: str, block: dict[str, Any] | None, rules:
     if block is None:
         return call_outcome(call_id, name, "no_result")
     text = tool_result_text(block.get("content"))
-    kind = text_kind(text, rules)
+    code = rules.exit_code.match(text)
+    # A shell stopped by the user: `Exit code 137\n[Request interrupted by user for tool use]\n…` (2.1.x)
+    kind = text_kind(text[code.end():].lstrip("\n") if code else text, rules)
     if kind is not None:
-        return call_outcome(call_id, name, kind, text)
+        return call_outcome(call_id, name, kind, text, int(code.group(1)) if code else None)
     if block.get("is_error") is not True:
         return call_outcome(call_id, name, "ok")
     if text.strip().startswith(rules.not_own):
         return call_outcome(call_id, name, "no_result", text)
-    code = rules.exit_code.match(text)
     return call_outcome(call_id, name, "error", text, int(code.group(1)) if code else None)
 
 
