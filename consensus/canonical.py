@@ -194,14 +194,35 @@ def normalize_command(command: str, cwd: str | None = None, rule: ShellRule | No
     return command
 
 
+_SHELLS = {"bash", "sh", "zsh", "/bin/bash", "/bin/sh", "/bin/zsh", "/usr/bin/bash"}
+
+
+def argv_command(value: Any) -> Any:
+    """A shell command given as argv (Codex's `shell` tool: `["bash", "-lc", "ls"]`) as the command
+    line it runs; any other value as it is.
+
+    >>> argv_command(["bash", "-lc", "ls -la"]), argv_command(["rg", "foo bar"]), argv_command("ls")
+    ('ls -la', "rg 'foo bar'", 'ls')
+    """
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+        return value
+    if len(value) == 3 and value[0] in _SHELLS and value[1] in ("-lc", "-c"):
+        return value[2]
+    import shlex
+
+    return shlex.join(value)
+
+
 def _canonical_value(key: str, value: Any, rule: ToolRule, cwd: str | None) -> Any:
     if key in rule.paths:
         if isinstance(value, str):
             return normalize_path(value, cwd)
         if isinstance(value, list):
             return [normalize_path(v, cwd) if isinstance(v, str) else v for v in value]
-    if key in rule.commands and isinstance(value, str):
-        return normalize_command(value, cwd)
+    if key in rule.commands:
+        value = argv_command(value)
+        if isinstance(value, str):
+            return normalize_command(value, cwd)
     if key in rule.file_texts and isinstance(value, str):
         return value.rstrip("\r\n")
     if key in rule.item_ignore and isinstance(value, list):
