@@ -189,7 +189,7 @@ def gemini_jsonl(tmp_path: Path) -> Path:
     answer = {"id": "m2", "timestamp": "t", "type": "gemini", "content": "a.py", "model": "gemini-2.5-pro"}
     retry = {"id": "u2", "timestamp": "t", "type": "user", "content": "again"}
     info = {"id": "i1", "timestamp": "t", "type": "info", "content": "Loaded cached credentials."}
-    answer2 = {"id": "m3", "timestamp": "t", "type": "gemini", "content": "a.py again", "model": "gemini-2.5-pro"}
+    answer2 = {**answer, "id": "m3", "content": "a.py again"}
     lines = [header, user, first, {"$set": {"lastUpdated": "t"}}, again, answer, {"$rewindTo": "m2"}, info,
              retry, answer2]
     return write(tmp_path / "chats" / "session-2026-01-01T00-00-g1.jsonl", [json.dumps(x) for x in lines])
