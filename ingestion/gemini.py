@@ -62,34 +62,49 @@ def gemini_states(path: Path, options: IngestOptions, stats: IngestStats,
 
 
 class _Log:
-    """The upsert log replayed: every message's final version, and each one's context when first seen."""
+    """The upsert log replayed: every message's final version, and each turn's context when first seen.
+
+    The context only grows between a rewind or a replacement: each such change starts a new generation,
+    and a turn's context is (generation, length), a prefix of its generation's final list of ids, so a
+    long session costs no copy of its history per turn."""
 
     def __init__(self) -> None:
         self.meta: dict[str, Any] = {}
-        self.current: dict[str, None] = {}            # the context now: message ids, in order
+        self.order: list[str] = []                    # the context now: message ids, in order
+        self.current: set[str] = set()
+        self.generation = 0
+        self.ended: dict[int, list[str]] = {}         # generation -> its ids when it ended
         self.latest: dict[str, dict[str, Any]] = {}   # id -> final version
         self.lines: dict[str, int] = {}
-        self.context: dict[str, list[str]] = {}       # turn id -> context ids when first written
+        self.context: dict[str, tuple[int, int]] = {}  # turn id -> (generation, context length)
 
     def message(self, record: dict[str, Any], line: int) -> None:
         msg_id = record["id"]
         if msg_id not in self.latest:
             self.lines[msg_id] = line
             if record.get("type") == "gemini":
-                self.context[msg_id] = list(self.current)
+                self.context[msg_id] = (self.generation, len(self.order))
         self.latest[msg_id] = record
-        self.current[msg_id] = None
+        if msg_id not in self.current:
+            self.current.add(msg_id)
+            self.order.append(msg_id)
+
+    def _restart(self, order: list[str]) -> None:
+        self.ended[self.generation] = self.order
+        self.generation += 1
+        self.order, self.current = order, set(order)
 
     def rewind(self, msg_id: str) -> None:
-        ids = list(self.current)
-        cut = ids.index(msg_id) if msg_id in self.current else 0
-        self.current = dict.fromkeys(ids[:cut])
+        self._restart(self.order[:self.order.index(msg_id)] if msg_id in self.current else [])
 
     def replace(self, messages: list[Any], line: int) -> None:
-        self.current = {}
+        self._restart([])
         for record in messages:
             if isinstance(record, dict) and isinstance(record.get("id"), str):
                 self.message(record, line)
+
+    def finish(self) -> None:
+        self.ended[self.generation] = self.order
 
     def conversation(self, path: Path, stats: IngestStats) -> Conversation:
         meta = self.meta
@@ -100,25 +115,27 @@ class _Log:
         conversation = Conversation(trace_id, SOURCE, environment, sidechain=meta.get("kind") == "subagent",
                                     meta={"file": str(path), "session_id": meta.get("sessionId"),
                                           "project_hash": meta.get("projectHash"), "cwd": cwd})
-        shown: list[str] = []   # the ids the history holds so far
-        for msg_id, context in self.context.items():
+        shown: tuple[int, int] | None = None   # (generation, length) of the ids the history holds
+        for msg_id, (generation, length) in self.context.items():
             record = self.latest[msg_id]
             action, results = _action(record, stats)
             if not (action.content.strip() or action.tool_calls):
                 stats.skipped_turns["no_text_or_tool_use"] += 1
                 continue
-            if context[:len(shown)] == shown:
-                new = context[len(shown):]
-                for other in new:
+            ids = self.ended[generation]
+            if not conversation.items:
+                shown = (generation, 0)
+            if shown is not None and shown[0] == generation and shown[1] <= length:
+                for other in ids[shown[1]:length]:
                     conversation.items.extend(_messages(self.latest[other], stats))
-            else:
-                conversation.items.append(Reset([m for other in context
+            else:   # a rewind or a replaced context: the history is this turn's context, whole
+                conversation.items.append(Reset([m for other in ids[:length]
                                                  for m in _messages(self.latest[other], stats)]))
             meta = {"line": self.lines[msg_id], "timestamp": record.get("timestamp")}
             conversation.items.append(Turn(action, f"gemini:{msg_id}", record.get("model"), meta))
             conversation.items.extend(_results(record))
             conversation.results.update(results)
-            shown = [*context, msg_id]
+            shown = (generation, length + 1) if ids[length:length + 1] == [msg_id] else None
         return conversation
 
 
@@ -137,6 +154,7 @@ def _load(path: Path, stats: IngestStats) -> _Log | None:
             stats.lines += 1
             stats.record_types["gemini.session"] += 1
             log.replace(whole["messages"], 1)
+            log.finish()
             return log
     for line, record in iter_records(path, stats):
         if isinstance(record.get("$rewindTo"), str):
@@ -155,6 +173,7 @@ def _load(path: Path, stats: IngestStats) -> _Log | None:
             log.meta.update(record)
         else:
             stats.skipped_records["gemini.unknown"] += 1
+    log.finish()
     return log
 
 

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ingestion.budget import Budget, count_fit, cut_message
+from ingestion.budget import Budget, count_fit, cut_message, message_chars
 from ingestion.messages import join_users, strip_blank_lines
 from ingestion.options import IngestOptions
 from ingestion.outcome import call_outcome, is_failed, turn_outcome
@@ -72,6 +72,7 @@ class _History:
         self.limit, self.stats = limit, stats
         self.messages: list[dict[str, Any]] = []
         self.pending: dict[str, str] = {}      # call id -> tool name, calls not answered yet
+        self.chars = 0                         # of the messages: the budget's cheap upper bound
 
     def _cut(self, message: dict[str, Any]) -> dict[str, Any]:
         out = cut_message(message, self.limit)
@@ -82,8 +83,7 @@ class _History:
         """Answer every call still open, so the next user or assistant message follows its results."""
         for call_id, name in self.pending.items():
             self.stats.history["missing_tool_result"] += 1
-            self.messages.append({"role": "tool", "tool_call_id": call_id, "name": name,
-                                  "content": MISSING_RESULT})
+            self._append({"role": "tool", "tool_call_id": call_id, "name": name, "content": MISSING_RESULT})
         self.pending = {}
 
     def add(self, message: dict[str, Any]) -> None:
@@ -93,21 +93,27 @@ class _History:
             if name is None:
                 self.stats.history["orphan_tool_result"] += 1
                 return
-            self.messages.append(self._cut({**message, "name": message.get("name") or name}))
+            self._append(self._cut({**message, "name": message.get("name") or name}))
             return
         self.settle()
         if role == "assistant" and isinstance(message.get("content"), str):
             message = {**message, "content": strip_blank_lines(message["content"])}
         message = self._cut(message)
         if role == "user" and self.messages and self.messages[-1].get("role") == "user":
+            self.chars -= message_chars(self.messages[-1])
             self.messages[-1] = join_users(self.messages[-1], message)
+            self.chars += message_chars(self.messages[-1])
         else:
-            self.messages.append(message)
+            self._append(message)
         for call in message.get("tool_calls") or ():
             self.pending[call["id"]] = call["function"]["name"]
 
+    def _append(self, message: dict[str, Any]) -> None:
+        self.messages.append(message)
+        self.chars += message_chars(message)
+
     def reset(self, messages: list[dict[str, Any]]) -> None:
-        self.messages, self.pending = [], {}
+        self.messages, self.pending, self.chars = [], {}, 0
         for message in messages:
             self.add(message)
 
@@ -158,17 +164,17 @@ def conversation_states(conversation: Conversation, tools: list[dict[str, Any]],
             seen_messages.add(item.key)
             stats.states += 1
             yield _state(conversation, item, turn, ids, outcome, [system, *history.messages], tools,
-                         budget, stats)
+                         budget, stats, history.chars + len(system["content"]))
         history.add(item.action.to_message())
 
 
 def _state(conversation: Conversation, item: Turn, turn: int, ids: list[str], outcome: dict[str, Any],
            messages: list[dict[str, Any]], tools: list[dict[str, Any]], budget: Budget,
-           stats: IngestStats) -> TraceState:
+           stats: IngestStats, chars: int) -> TraceState:
     metadata = {**conversation.meta, **item.meta, "message_id": item.key, "outcome": outcome}
     if is_failed(outcome) and turn + 1 < len(ids):
         metadata["recovery"] = ids[turn + 1]
-    messages, dropped, over = budget.fit(messages, tools, item.action.to_message())
+    messages, dropped, over = budget.fit(messages, tools, item.action.to_message(), chars=chars)
     count_fit(stats, budget, dropped, over)
     if dropped:
         metadata["dropped_messages"] = dropped
