@@ -31,6 +31,7 @@ CODEX_TURNS = {
     "rejection-codex-001": 7,                    # 4 calls (one aborted) and 3 answers
     "019e9625-802f-7e91-840a-cfe88d14117a": 1,   # a real `codex exec` run (0.135.0): one answer
     "compact-codex-001": 6,                      # 4 before the compaction, 2 after
+    "01a21155-d938-74a0-8ae2-5b8c273272e1": 6,   # the real CLI (examples/make_codex_sessions.py): 5 calls
 }                                                # 55555555…: a prompt and no response, no state
 GEMINI_TURNS = {"rejection-gemini-001": 5, "dcbe78d3-ea75-4786-929e-d6cff0fc00ed": 1}
 
@@ -74,7 +75,7 @@ def test_codex_states_match_the_hand_count_and_keep_the_invariants() -> None:
     assert {s.source for s in states} == {"codex"}
     for state in states:
         check_invariants(state)
-    assert stats.formats == {"codex": {"files": 7, "states": sum(CODEX_TURNS.values())}}
+    assert stats.formats == {"codex": {"files": 8, "states": sum(CODEX_TURNS.values())}}
     assert not stats.skipped_files and stats.skipped_traces == {"no_turns": 1}
     # The agent's own tools, so teachers answer in its vocabulary; the system prompt names the agent.
     first = next(s for s in states if s.trace_id.startswith("1111"))
@@ -90,6 +91,12 @@ def test_codex_models_per_turn_outcomes_and_compaction() -> None:
     by_id = {s.state_id: s for s in states}
     assert by_id["codex:019e9625-802f-7e91-840a-cfe88d14117a:0"].student_model == "gpt-5.5"
     assert by_id["codex:44444444-4444-4444-8444-444444444444:0"].student_model is None
+    # The real CLI's run: exit codes from its JSON output; the failing test run is recovered next turn.
+    made = [by_id[f"codex:01a21155-d938-74a0-8ae2-5b8c273272e1:{n}"] for n in range(6)]
+    assert [s.metadata["outcome"]["kind"] for s in made] == ["ok", "ok", "ok", "error", "ok", "ok"]
+    assert made[3].metadata["outcome"]["calls"][0]["exit_code"] == 1
+    assert made[3].metadata["recovery"] == made[4].state_id
+    assert made[2].student_action.tool_calls[0].arguments["command"][0] == "apply_patch"
     patch = by_id["codex:11111111-1111-4111-8111-111111111111:1"].student_action.tool_calls[0]
     assert (patch.name, patch.arguments["input"].splitlines()[0]) == ("apply_patch", "*** Begin Patch")
     # The aborted turn's call is interrupted; the call the user talked over has no result.
@@ -225,7 +232,7 @@ def test_mixed_folder_every_file_read_or_skipped_with_a_reason(fixtures_root: Pa
         '{"type": "session.start", "data": {"sessionId": "s1"}, "id": "e1"}\n')
     files = find_files(mixed)
     states, stats = read(mixed)
-    assert stats.files == len(files) == 7 + 2 + 1 + 6
+    assert stats.files == len(files) == 8 + 2 + 1 + 6
     # Every file is read as one format or skipped with its reason before reading; the garbage named
     # like a session goes to the Claude Code reader (as before formats were sniffed), which finds nothing.
     read_files = sum(v["files"] for v in stats.formats.values())

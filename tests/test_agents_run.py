@@ -22,7 +22,9 @@ DATA = Path(__file__).parent / "data" / "agents"
 SHELLS = {"Bash": lambda c: {"command": c}, "shell": lambda c: {"command": ["bash", "-lc", c]},
           "exec_command": lambda c: {"cmd": c}, "shell_command": lambda c: {"command": c},
           "run_shell_command": lambda c: {"command": c}}
-OPENAI_STUDENT_STATES = 7 + 1 + 6   # rejection-codex-001, the real exec run, compact-codex-001
+# rejection-codex-001, the real exec run, compact-codex-001, the session made by the real CLI
+OPENAI_STUDENT_STATES = 7 + 1 + 6 + 6
+CODEX_STATES = OPENAI_STUDENT_STATES + 6   # and 6 with no model recorded or a synthetic one
 
 
 def in_vocabulary(body: dict[str, Any]) -> Reply:
@@ -45,11 +47,12 @@ def test_gpt5_never_votes_on_openai_student_states(tmp_path: Path) -> None:
         teachers = f"gpt-5=openai/gpt-5@{server.url},deepseek=openai/deepseek-chat@{server.url}"
         report = run(str(DATA / "codex"), tmp_path / "out", teachers)
         models = [r["model"] for r in server.requests]
-    assert report["states"] == 20 and report["formats"] == {"codex": {"files": 7, "states": 20}}
+    assert report["states"] == CODEX_STATES
+    assert report["formats"] == {"codex": {"files": 8, "states": CODEX_STATES}}
     assert report["excluded_same_family"] == {"gpt-5": OPENAI_STUDENT_STATES}
     # gpt-5 is asked only where the student is not OpenAI's (no model recorded, a synthetic one).
-    assert models.count("gpt-5") == 20 - OPENAI_STUDENT_STATES
-    assert models.count("deepseek-chat") == 20
+    assert models.count("gpt-5") == CODEX_STATES - OPENAI_STUDENT_STATES
+    assert models.count("deepseek-chat") == CODEX_STATES
     # Its requests carry Codex's own tools, never a Claude Code one.
     for request in server.requests:
         names = {t["function"]["name"] for t in request["tools"]}
