@@ -162,14 +162,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         made = corpora(Path(tmp), args.mb, args.long_mb, args.only)
         time_states(next(iter(made.values()))[0])   # imports and caches warm before any measurement
-        print(f"{'corpus':<20} {'MB':>7} {'states':>8} {'states MB/s':>12} {'orjson MB/s':>12} {'ratio':>6}")
+        print(f"{'corpus':<20} {'MB':>7} {'states':>8} {'states MB/s':>12} {'states/s':>9} "
+              f"{'orjson MB/s':>12} {'ratio':>6}")
         for name, (folder, size) in made.items():
             runs = [time_states(folder) for _ in range(args.repeat)]
             seconds, states = statistics.median(r[0] for r in runs), runs[0][1]
             bare = statistics.median(time_orjson(folder) for _ in range(args.repeat))
             mb = size / 1e6
-            print(f"{name:<20} {mb:>7.1f} {states:>8} {mb / seconds:>12.1f} {mb / bare:>12.1f} "
-                  f"{bare / seconds:>6.2f}")
+            print(f"{name:<20} {mb:>7.1f} {states:>8} {mb / seconds:>12.1f} {states / seconds:>9.0f} "
+                  f"{mb / bare:>12.1f} {bare / seconds:>6.2f}")
 
 
 if __name__ == "__main__":

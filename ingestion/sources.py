@@ -214,9 +214,6 @@ def _agent_states(path: Path, options: IngestOptions, stats: IngestStats,
         stats.problem(str(path), None, "unknown_format", action="file",
                       detail="no reader knows its first records")
         return iter(())
-    if found == "copilot":   # known by its content, not read yet: a counted skip, never a guess
-        stats.problem(str(path), None, "unsupported_format", action="file", detail="copilot")
-        return iter(())
     stats.count_format(found, files=1)
     if found == "codex":
         from ingestion.codex import codex_states
@@ -226,4 +223,8 @@ def _agent_states(path: Path, options: IngestOptions, stats: IngestStats,
         from ingestion.gemini import gemini_states
 
         return gemini_states(path, options, stats, seen_messages)
+    if found == "copilot":
+        from ingestion.copilot import copilot_states
+
+        return copilot_states(path, options, stats, seen_messages)
     return session_states(path, options, stats, seen_messages)

@@ -228,20 +228,18 @@ def test_mixed_folder_every_file_read_or_skipped_with_a_reason(fixtures_root: Pa
     (mixed / "other.jsonl").write_text('{"event": "x"}\n{"event": "y"}\n')
     (mixed / "binary.jsonl").write_bytes(b"\x00\xff\xfe garbage\n")
     (mixed / "copilot" / "s1").mkdir(parents=True)
-    (mixed / "copilot" / "s1" / "events.jsonl").write_text(
-        '{"type": "session.start", "data": {"sessionId": "s1"}, "id": "e1"}\n')
+    copilot_events(mixed / "copilot" / "s1" / "events.jsonl")
     files = find_files(mixed)
     states, stats = read(mixed)
     assert stats.files == len(files) == 8 + 2 + 1 + 6
     # Every file is read as one format or skipped with its reason before reading; the garbage named
     # like a session goes to the Claude Code reader (as before formats were sniffed), which finds nothing.
     read_files = sum(v["files"] for v in stats.formats.values())
-    assert stats.skipped_files == {"empty_file": 1, "unknown_format": 3, "unsupported_format": 1,
-                                   "no_conversation": 1}
-    assert read_files + 1 + 3 + 1 == stats.files
-    assert set(stats.formats) == {"claude_code", "codex", "gemini"}
+    assert stats.skipped_files == {"empty_file": 1, "unknown_format": 3, "no_conversation": 1}
+    assert read_files + 1 + 3 == stats.files
+    assert set(stats.formats) == {"claude_code", "codex", "gemini", "copilot"}
     assert stats.formats["claude_code"]["files"] == 2
-    assert {s.source for s in states} == {"claude_code", "codex", "gemini"}
+    assert {s.source for s in states} == {"claude_code", "codex", "gemini", "copilot"}
     assert sum(v["states"] for v in stats.formats.values()) == len(states) == stats.states
 
 
@@ -265,3 +263,50 @@ def test_pretty_printed_gemini_json_is_sniffed(tmp_path: Path) -> None:
     path = tmp_path / "session.json"
     path.write_text(json.dumps({"sessionId": "s", "projectHash": "h", "messages": []}, indent=2))
     assert sniff(path) == "gemini"
+
+
+def copilot_events(path: Path) -> Path:
+    """A Copilot CLI events.jsonl: a model change, a call that fails, its retry, a sub-agent's message
+    and streaming deltas that are not the conversation, reasoning that must not be kept."""
+    def event(kind: str, data: dict[str, Any], **extra: Any) -> str:
+        return json.dumps({"type": kind, "data": data, "id": f"e-{kind}-{len(lines)}",
+                           "timestamp": "2026-04-08T15:04:05Z", **extra})
+    lines: list[str] = []
+    for kind, data, extra in [
+        ("session.start", {"sessionId": "cp-1", "copilotVersion": "0.0.340", "selectedModel": "gpt-5",
+                           "context": {"cwd": "/repo", "branch": "main"}}, {}),
+        ("user.message", {"content": "run the tests"}, {}),
+        ("session.model_change", {"newModel": "claude-sonnet-4.5"}, {}),
+        ("assistant.message_delta", {"deltaContent": "Run"}, {"ephemeral": True}),
+        ("assistant.message", {"messageId": "m1", "content": "Running them.", "reasoningText": "secret plan",
+                               "toolRequests": [{"toolCallId": "t1", "name": "bash", "type": "function",
+                                                 "arguments": {"command": "pytest -q", "description": "x"}}]},
+         {}),
+        ("tool.execution_start", {"toolCallId": "t1", "toolName": "bash"}, {}),
+        ("tool.execution_complete", {"toolCallId": "t1", "success": False,
+                                     "error": {"message": "exit 1: 2 failed"}}, {}),
+        ("assistant.message", {"messageId": "sub", "content": "sub-agent work"}, {"agentId": "child"}),
+        ("assistant.message", {"messageId": "m2", "content": "", "toolRequests": [
+            {"toolCallId": "t2", "name": "view", "arguments": json.dumps({"path": "/repo/a.py"})}]}, {}),
+        ("tool.execution_complete", {"toolCallId": "t2", "success": True,
+                                     "result": {"content": "print(1)"}}, {}),
+        ("assistant.message", {"messageId": "m3", "content": "The test imports a.py; fixed."}, {}),
+    ]:
+        lines.append(event(kind, data, **extra))
+    return write(path, lines)
+
+
+def test_copilot_events_states_outcomes_and_invariants(tmp_path: Path) -> None:
+    states, stats = read(copilot_events(tmp_path / "session-state" / "cp-1" / "events.jsonl"))
+    assert [s.state_id for s in states] == ["copilot:cp-1:0", "copilot:cp-1:1", "copilot:cp-1:2"]
+    for state in states:
+        check_invariants(state)
+    assert [s.student_model for s in states] == ["claude-sonnet-4.5"] * 3
+    assert [s.metadata["outcome"]["kind"] for s in states] == ["error", "ok", "ok"]
+    assert states[0].metadata["recovery"] == "copilot:cp-1:1"
+    assert states[1].student_action.tool_calls[0].arguments == {"path": "/repo/a.py"}
+    assert states[0].messages[0]["content"].startswith("You are GitHub Copilot CLI,")
+    text = json.dumps([s.model_dump() for s in states])
+    assert "secret plan" not in text and "sub-agent work" not in text
+    assert stats.skipped_records["copilot.subagent"] == 1
+    assert stats.formats == {"copilot": {"files": 1, "states": 3}}
