@@ -18,6 +18,7 @@ previous turn's extended (a rewind, a compression) the history is reset to it.
 
 from __future__ import annotations
 
+import re
 import tomllib
 from collections.abc import Iterator
 from functools import lru_cache
@@ -41,8 +42,18 @@ WHOLE_FILE_LIMIT = 512 << 20   # an older session-*.json is parsed whole, up to 
 
 
 @lru_cache(maxsize=1)
-def _status_kinds() -> dict[str, str]:
-    return tomllib.loads(config_path("agent_outcomes.toml").read_text(encoding="utf-8"))["gemini"]["status"]
+def _rules() -> dict[str, Any]:
+    return tomllib.loads(config_path("agent_outcomes.toml").read_text(encoding="utf-8"))["gemini"]
+
+
+def exit_code(text: str) -> int | None:
+    """The exit code a shell call's output ends with (`Exit Code: 1`), or None.
+
+    >>> exit_code("FAILED (errors=1)\\nExit Code: 1\\nProcess Group PGID: 7"), exit_code("ok")
+    (1, None)
+    """
+    found = re.search(_rules()["exit_code"], text[-500:])
+    return int(found.group(1)) if found else None
 
 
 def gemini_states(path: Path, options: IngestOptions, stats: IngestStats,
@@ -116,6 +127,7 @@ class _Log:
                                     meta={"file": str(path), "session_id": meta.get("sessionId"),
                                           "project_hash": meta.get("projectHash"), "cwd": cwd})
         shown: tuple[int, int] | None = None   # (generation, length) of the ids the history holds
+        answered: set[str] = set()             # calls whose embedded results the history holds
         for msg_id, (generation, length) in self.context.items():
             record = self.latest[msg_id]
             action, results = _action(record, stats)
@@ -127,13 +139,15 @@ class _Log:
                 shown = (generation, 0)
             if shown is not None and shown[0] == generation and shown[1] <= length:
                 for other in ids[shown[1]:length]:
-                    conversation.items.extend(_messages(self.latest[other], stats))
+                    conversation.items.extend(_messages(self.latest[other], stats, answered))
             else:   # a rewind or a replaced context: the history is this turn's context, whole
+                answered = set()
                 conversation.items.append(Reset([m for other in ids[:length]
-                                                 for m in _messages(self.latest[other], stats)]))
+                                                 for m in _messages(self.latest[other], stats, answered)]))
             meta = {"line": self.lines[msg_id], "timestamp": record.get("timestamp")}
             conversation.items.append(Turn(action, f"gemini:{msg_id}", record.get("model"), meta))
             conversation.items.extend(_results(record))
+            answered.update(c["tool_call_id"] for c in _results(record))
             conversation.results.update(results)
             shown = (generation, length + 1) if ids[length:length + 1] == [msg_id] else None
         return conversation
@@ -235,9 +249,12 @@ def _action(record: dict[str, Any], stats: IngestStats) -> tuple[Action, dict[st
         calls.append(tool)
         if "status" in call or "result" in call:
             text, error = _response_text(call.get("result"), call.get("resultDisplay"))
-            kind = _status_kinds().get(str(call.get("status")), "error" if error else "ok")
+            kind = _rules()["status"].get(str(call.get("status")), "error" if error else "ok")
+            code = exit_code(text)
+            if kind == "ok" and code:
+                kind = "error"
             detail = error or (text if kind != "ok" else None)
-            results[tool.id] = call_outcome(tool.id, tool.name, kind, detail)
+            results[tool.id] = call_outcome(tool.id, tool.name, kind, detail, code)
     return Action(content=_text(record.get("content")), tool_calls=calls), results
 
 
@@ -251,21 +268,26 @@ def _results(record: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def _messages(record: dict[str, Any], stats: IngestStats) -> list[dict[str, Any]]:
-    """A context message as OpenAI messages: a user's text (and the tool results a compressed history
-    carries as functionResponse parts), a model message with its calls and their results."""
+def _messages(record: dict[str, Any], stats: IngestStats, answered: set[str]) -> list[dict[str, Any]]:
+    """A context message as OpenAI messages: a user's text (and the tool results it carries as
+    functionResponse parts — newer builds record them so beside the results embedded in the calls:
+    those already `answered` are not repeated), a model message with its calls and their results."""
     kind = record.get("type")
     if kind == "user":
         parts = record.get("content") if isinstance(record.get("content"), list) else []
-        tools = [{"role": "tool", "tool_call_id": str(p["functionResponse"].get("id")),
-                  "content": _response_text([p])[0]} for p in parts
-                 if isinstance(p, dict) and isinstance(p.get("functionResponse"), dict)]
+        responses = [p["functionResponse"] for p in parts
+                     if isinstance(p, dict) and isinstance(p.get("functionResponse"), dict)]
+        stats.history["gemini_result_echo"] += sum(str(r.get("id")) in answered for r in responses)
+        tools = [{"role": "tool", "tool_call_id": str(r.get("id")), "content": _response_text(
+            [{"functionResponse": r}])[0]} for r in responses if str(r.get("id")) not in answered]
         text = _text(record.get("content"))
-        return [*tools, *([{"role": "user", "content": text}] if text or not tools else [])]
+        return [*tools, *([{"role": "user", "content": text}] if text else [])]
     if kind == "gemini":
         action, _ = _action(record, IngestStats())
         if not (action.content.strip() or action.tool_calls):
             return []
-        return [action.to_message(), *_results(record)]
+        results = _results(record)
+        answered.update(m["tool_call_id"] for m in results)
+        return [action.to_message(), *results]
     stats.skipped_records[f"gemini.{kind}"] += 1   # info / error / warning: the UI's, never sent
     return []

@@ -16,6 +16,7 @@ from ingestion.sources import find_files, iter_states
 from ingestion.stats import IngestStats
 
 DATA = Path(__file__).parent / "data" / "agents"
+GEMINI_MADE = "3fceaf6a-0a63-469e-91a5-215bc3c48462"
 CODEX, GEMINI = DATA / "codex", DATA / "gemini"
 # What must never reach a state: reasoning summaries, encrypted reasoning, Gemini's thoughts.
 REASONING = ["SYNTHETIC_ENCRYPTED_CONTENT_MUST_NOT_RENDER", "I will inspect the synthetic directory",
@@ -33,7 +34,8 @@ CODEX_TURNS = {
     "compact-codex-001": 6,                      # 4 before the compaction, 2 after
     "01a21155-d938-74a0-8ae2-5b8c273272e1": 6,   # the real CLI (examples/make_codex_sessions.py): 5 calls
 }                                                # 55555555…: a prompt and no response, no state
-GEMINI_TURNS = {"rejection-gemini-001": 5, "dcbe78d3-ea75-4786-929e-d6cff0fc00ed": 1}
+GEMINI_TURNS = {"rejection-gemini-001": 5, "dcbe78d3-ea75-4786-929e-d6cff0fc00ed": 1,
+                f"{GEMINI_MADE}": 6}   # the real CLI (examples/make_gemini_sessions.py): 5 calls, an answer
 
 
 def read(*sources: Path, **options: Any) -> tuple[list[Any], IngestStats]:
@@ -115,7 +117,7 @@ def test_gemini_states_match_the_hand_count_outcomes_and_invariants() -> None:
     assert per_trace(states) == GEMINI_TURNS
     for state in states:
         check_invariants(state)
-    assert stats.formats == {"gemini": {"files": 2, "states": 6}}
+    assert stats.formats == {"gemini": {"files": 3, "states": 12}}
     by_id = {s.state_id: s for s in states}
     failed = by_id["gemini:rejection-gemini-001:1"]
     assert failed.metadata["outcome"]["kind"] == "error"
@@ -127,6 +129,17 @@ def test_gemini_states_match_the_hand_count_outcomes_and_invariants() -> None:
     assert [m["content"][:15] for m in tool] == ["Edit successful", "Failed to edit,"]
     assert by_id["gemini:dcbe78d3-ea75-4786-929e-d6cff0fc00ed:0"].messages[0]["content"].startswith(
         "You are Gemini CLI,")
+    # The real CLI's recording: each model message written twice (the second with its calls), the
+    # results both embedded in the calls and echoed as functionResponse parts (kept once), and the
+    # shell's exit code read from its output.
+    made = [by_id[f"gemini:{GEMINI_MADE}:{n}"] for n in range(6)]
+    assert [s.metadata["outcome"]["kind"] for s in made] == ["ok", "ok", "error", "ok", "ok", "ok"]
+    assert made[2].metadata["outcome"]["calls"][0]["exit_code"] == 1
+    assert made[2].metadata["recovery"] == made[3].state_id
+    assert [c.name for s in made for c in s.student_action.tool_calls] == [
+        "list_directory", "read_file", "run_shell_command", "replace", "run_shell_command"]
+    assert "The test fails: fix calc.py." in made[0].messages[1]["content"]
+    assert stats.history["gemini_result_echo"] == 5
 
 
 def codex_line(kind: str, payload: dict[str, Any], ts: str = "2026-01-01T00:00:00Z") -> str:
@@ -231,7 +244,7 @@ def test_mixed_folder_every_file_read_or_skipped_with_a_reason(fixtures_root: Pa
     copilot_events(mixed / "copilot" / "s1" / "events.jsonl")
     files = find_files(mixed)
     states, stats = read(mixed)
-    assert stats.files == len(files) == 8 + 2 + 1 + 6
+    assert stats.files == len(files) == 8 + 3 + 1 + 6
     # Every file is read as one format or skipped with its reason before reading; the garbage named
     # like a session goes to the Claude Code reader (as before formats were sniffed), which finds nothing.
     read_files = sum(v["files"] for v in stats.formats.values())

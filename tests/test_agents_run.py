@@ -68,7 +68,7 @@ def test_sources_mix_repeated_and_comma_separated(tmp_path: Path) -> None:
         again = run(str(DATA / "codex" / "kvsankar"), tmp_path / "two", teachers, "--dry-run",
                     "--source", str(DATA / "gemini"))
     assert report["formats"] == again["formats"] == {"codex": {"files": 3, "states": 14},
-                                                     "gemini": {"files": 2, "states": 6}}
+                                                     "gemini": {"files": 3, "states": 12}}
 
 
 def test_mixed_folder_pairs_train_two_dpo_steps(fixtures_root: Path, tmp_path: Path) -> None:
