@@ -323,3 +323,29 @@ def test_copilot_events_states_outcomes_and_invariants(tmp_path: Path) -> None:
     assert "secret plan" not in text and "sub-agent work" not in text
     assert stats.skipped_records["copilot.subagent"] == 1
     assert stats.formats == {"copilot": {"files": 1, "states": 3}}
+
+
+def test_codex_replacement_history_and_subagent_threads(tmp_path: Path) -> None:
+    replaced = [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "fix it"}]},
+                {"type": "reasoning", "summary": [{"text": "brief"}], "encrypted_content": "gAAAA-kept-out"},
+                {"type": "function_call", "name": "shell", "call_id": "old-1",
+                 "arguments": json.dumps({"command": ["bash", "-lc", "ls"]})},
+                {"type": "function_call_output", "call_id": "old-1", "output": "a.py"},
+                {"type": "compaction", "encrypted_content": "gAAAA-summary"},
+                {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "SUMMARY"}]}]
+    lines = codex_session("cmp", "fix it", 2)
+    lines.append(codex_line("compacted", {"message": "", "replacement_history": replaced}))
+    lines += [line.replace("cmp-call-0", "cmp-call-9") for line in codex_session("cmp", "go on", 1)[2:]]
+    write(tmp_path / "s" / "rollout-cmp.jsonl", lines)
+    sub = codex_session("sub", "review", 1)
+    sub[0] = codex_line("session_meta", {"id": "sub", "cwd": "/repo", "source": {"subagent": "review"}})
+    write(tmp_path / "s" / "rollout-sub.jsonl", sub)
+    states, stats = read(tmp_path / "s")
+    assert per_trace(states) == {"cmp": 3} and stats.skipped_traces["subagent"] == 1
+    after = states[2].messages
+    assert [m["role"] for m in after] == ["system", "user", "assistant", "tool", "user"]
+    assert after[3]["tool_call_id"] == "old-1" and "SUMMARY" in after[4]["content"]
+    assert "go on" in after[4]["content"]
+    assert "gAAAA" not in json.dumps([s.model_dump() for s in states])
+    with_subagents, _ = read(tmp_path / "s", include_subagents=True)
+    assert per_trace(with_subagents) == {"cmp": 3, "sub": 1}
