@@ -36,9 +36,9 @@ class Interrupted(BaseException):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="python -m replay.run",
-        description="Turn Claude Code sessions or SWE-bench rollouts into DPO pairs: a pool of teacher "
-                    "LLMs answers every assistant turn; their consensus is `chosen`, the student's "
-                    "real action `rejected`.",
+        description="Turn coding-agent traces (Claude Code, Codex CLI, Gemini CLI and Copilot CLI "
+                    "sessions, SWE-bench rollouts) into DPO pairs: a pool of teacher LLMs answers every "
+                    "assistant turn; their consensus is `chosen`, the student's real action `rejected`.",
         epilog="example: python -m replay.run --source ~/.claude/projects --teachers gpt-5,deepseek")
     parser.add_argument("--source", action="append", required=True, metavar="PATH[,PATH…]",
                         help="where the traces are; repeat it or separate paths with commas: session "
