@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gzip
 import tomllib
+import zlib
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -85,7 +86,7 @@ def sniff(path: Path) -> str:
     """
     try:
         lines = _head_lines(path)
-    except (OSError, EOFError, gzip.BadGzipFile):
+    except (OSError, EOFError, zlib.error):   # gzip.BadGzipFile is an OSError
         lines = []
     objects = 0
     for line in lines:

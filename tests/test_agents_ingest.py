@@ -349,3 +349,33 @@ def test_codex_replacement_history_and_subagent_threads(tmp_path: Path) -> None:
     assert "gAAAA" not in json.dumps([s.model_dump() for s in states])
     with_subagents, _ = read(tmp_path / "s", include_subagents=True)
     assert per_trace(with_subagents) == {"cmp": 3, "sub": 1}
+
+
+def test_every_cut_and_corruption_of_the_fixtures_reads_without_error(tmp_path: Path) -> None:
+    """Live sessions are read while being written: every file cut at any of a spread of bytes, or with
+    a line of garbage, a non-object line or invalid UTF-8 in the middle, is read or skipped, never an
+    exception; a cut file gives no more states than the whole one."""
+    sources = sorted(p for p in DATA.rglob("*") if p.is_file() and p.suffix in (".jsonl", ".json"))
+    for n, source in enumerate(sources):
+        data = source.read_bytes()
+        lines = data.split(b"\n")
+        middle = len(lines) // 2
+        variants = [data[:cut] for cut in range(0, len(data), max(len(data) // 12, 1))]
+        variants += [b"\n".join([*lines[:middle], junk, *lines[middle:]])
+                     for junk in (b"{not json", b"[1, 2]", b'{"type": "response_item"}', b"\xff\xfe\x00",
+                                  b'{"id": 5, "type": "gemini", "toolCalls": "x"}',
+                                  b'{"type": "assistant.message", "data": {"toolRequests": [1]}}',
+                                  b'{"type": "response_item", "payload": {"type": "function_call", '
+                                  b'"arguments": 5}}',
+                                  b'{"type": "session_meta", "payload": {"git": "x", "id": 7}}',
+                                  b'{"type": "compacted", "payload": {"replacement_history": [1, "x"]}}',
+                                  b'{"$set": {"messages": "x"}}', b'{"$rewindTo": 5}',
+                                  b'{"type": "tool.execution_complete", "data": {"result": 3, "error": 4}}')]
+        whole = len(read(source)[0])
+        for m, variant in enumerate(variants):
+            path = tmp_path / f"{n}-{m}" / source.name
+            path.parent.mkdir()
+            path.write_bytes(variant)
+            states, _ = read(path)
+            if m < len(variants) - 12:
+                assert len(states) <= whole, (source, m)
