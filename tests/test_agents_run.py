@@ -102,3 +102,14 @@ def test_mixed_folder_pairs_train_two_dpo_steps(fixtures_root: Path, tmp_path: P
                          train_dataset=dataset, processing_class=AutoTokenizer.from_pretrained(str(tiny)))
     output = trainer.train()
     assert trainer.state.global_step == 2 and math.isfinite(output.training_loss)
+
+
+def test_states_round_trip_through_the_store(tmp_path: Path) -> None:
+    from ingestion.store import load_states
+    from replay.pipeline import ingest_to_file
+
+    report, _ = ingest_to_file(DATA, tmp_path, IngestOptions())
+    direct = [s.model_dump() for s in iter_states(DATA, IngestOptions(), IngestStats())]
+    assert [s.model_dump() for s in load_states(tmp_path)] == direct
+    assert report.formats == {"codex": {"files": 8, "states": CODEX_STATES},
+                              "gemini": {"files": 3, "states": 12}}
