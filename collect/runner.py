@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from collect.agent import run_agent
+from collect.answer_key import scrub
 from collect.config import AgentSpec, CollectConfig, CollectError, load_agent_spec
 from collect.evaluate import grade_patch, use_log_dir
 from collect.instances import (
@@ -190,10 +191,24 @@ def _rollout(run: Run, row: Any, index: int, label: str) -> InstanceOutcome:
         return InstanceOutcome(instance_id=label, error_kind="image_not_found", error=str(exc))
     except RuntimeFailure as exc:
         return InstanceOutcome(instance_id=label, error_kind="container_error", error=str(exc))
+    network = run.agent.network_name if run.agent else "none"
+    try:
+        check = scrub(runtime, row.get("base_commit"), network)
+    except RuntimeFailure as exc:
+        runtime.remove()
+        return InstanceOutcome(instance_id=label, error_kind="container_error", error=str(exc))
+    except Interrupted:
+        runtime.remove()
+        raise
+    if not check.ok:                       # the agent never sees a container that holds the fix
+        runtime.remove()
+        return InstanceOutcome(instance_id=label, error_kind="answer_key_visible",
+                               error=f"{check.error} (git history of /testbed)")
     path = run.agent.rollout_path(instance_id) if run.agent else config.out / rollout_filename(instance_id)
     try:
         with RolloutWriter(path) as writer:
             header = _header(run, row, image)
+            header.answer_key = check.model_dump()
             writer.write(run.agent.header(header) if run.agent else header)
             final, token_turns = _drive(run, row, image, runtime, writer)
             writer.write(final)

@@ -203,6 +203,10 @@ class Runtime:
         result.timed_out = result.exit_code in TIMEOUT_EXIT_CODES and time.monotonic() - started >= timeout
         return result
 
+    def exec_argv(self, argv: list[str], timeout: int) -> CommandResult:
+        """A command of the run's own (not the agent's), killed after `timeout` s."""
+        return self._exec(["timeout", "-k", "5", str(timeout), *argv], self.config.output_limit)
+
     def _exec(self, argv: list[str], limit: int, stderr: bool = True) -> CommandResult:
         """One exec, streamed: only `limit` bytes (head and tail) are ever held, whatever it prints."""
         api = self.client.api

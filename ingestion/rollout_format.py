@@ -51,6 +51,8 @@ class RolloutHeader(BaseModel):
     agent_version: int
     tools: list[dict[str, Any]]            # OpenAI tool schemas offered on every turn
     created_at: str
+    # collect/answer_key.py: what the scrub of the instance's future left before the first turn
+    answer_key: dict[str, Any] | None = None
 
 
 class Observation(BaseModel):
