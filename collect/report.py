@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import orjson
 from pydantic import BaseModel, Field
@@ -26,6 +27,8 @@ class InstanceOutcome(BaseModel):
     error_kind: ErrorKind | None = None
     error: str | None = None
     elapsed_s: float = 0.0
+    node: str | None = None                # --ray: the node it ran on; None: this machine
+    resumed: bool = False                  # --ray: found finished in DIR by a rerun, not run again
 
 
 class RunReport(BaseModel):
@@ -50,6 +53,10 @@ class RunReport(BaseModel):
     resolved: int = 0
     servers: list[ServerInfo] = Field(default_factory=list)   # each student server: probe, token extension
     outcomes: list[InstanceOutcome] = Field(default_factory=list)
+    ray: dict[str, Any] | None = None      # --ray: the address, its docker capacity, nodes lost
+    started: int | None = None             # --ray: rollouts run by this run (not resumed)
+    resumed: int = 0                       # --ray: finished (instance, sample)s a rerun skipped
+    nodes: dict[str, dict[str, int]] = Field(default_factory=dict)   # --ray: per node: rollouts, ok
 
     def add(self, outcome: InstanceOutcome) -> None:
         """Fold one instance in (called from one thread at a time)."""
@@ -64,6 +71,10 @@ class RunReport(BaseModel):
             self.errors = dict(Counter(self.errors) + Counter([outcome.error_kind]))
         self.evaluated += outcome.reward is not None
         self.resolved += bool(outcome.resolved)
+        if outcome.node:
+            counts = self.nodes.setdefault(outcome.node, {"rollouts": 0, "ok": 0})
+            counts["rollouts"] += outcome.rollout_file is not None
+            counts["ok"] += outcome.error_kind is None
 
     def summary(self) -> str:
         """One line for the terminal.

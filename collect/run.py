@@ -57,6 +57,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add("--eval-timeout", type=int, default=1800, help="seconds for the harness's test run (default 1800)")
     add("--api-key", default=os.environ.get("REPLAY_STUDENT_API_KEY", "EMPTY"),
         help="API key for the student server (default $REPLAY_STUDENT_API_KEY or EMPTY)")
+    add("--ray", default=None, metavar="ADDRESS",
+        help="run the rollouts as Ray tasks: `auto` (the cluster `ray start` made on this machine), "
+             "HOST:PORT or ray://HOST:PORT, or `local` to start one here (127.0.0.1 only); nodes with a "
+             "docker engine advertise a `docker` resource (see README). A rerun skips finished rollouts")
+    add("--ray-dashboard", action="store_true",
+        help="with --ray local: start Ray's dashboard and job API too, on 127.0.0.1 (default: off; the job "
+             "API runs code for anyone who can reach it)")
     add("-q", "--quiet", action="store_true", help="no per-instance progress lines")
     add("--agent", choices=["mini", "claude-code"], default="mini",
         help="mini: the bash/edit loop (default); claude-code: the student drives Claude Code")
@@ -158,8 +165,17 @@ def main(argv: list[str] | None = None) -> int:
     except (ValidationError, CollectError) as exc:
         print(f"collect.run: error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_USER_ERROR
+    if args.ray and claude is not None:
+        print("collect.run: error: --ray runs the mini agent only (--agent claude-code needs its proxy "
+              "beside each node's engine; not built yet)", file=sys.stderr)
+        return EXIT_USER_ERROR
     try:
-        report = collect_rollouts(config, claude=claude)
+        if args.ray:
+            from collect.on_ray import collect_on_ray
+
+            report = collect_on_ray(config, args.ray, args.ray_dashboard, quiet=args.quiet)
+        else:
+            report = collect_rollouts(config, claude=claude)
     except CollectError as exc:
         print(f"collect.run: error: {exc}", file=sys.stderr)
         return EXIT_USER_ERROR

@@ -62,6 +62,7 @@ class Run:
     stop: threading.Event = field(default_factory=threading.Event)
     agent: Any = None                  # a ClaudeCodeAgent (--agent claude-code); None: the bash/edit loop
     servers: list[tuple[Backend, ServerInfo]] = field(default_factory=list)   # the student's, then others
+    labels: dict[str, str] = field(default_factory=dict)   # more container labels (collect/cluster.py)
 
 
 def new_run_id() -> str:
@@ -186,7 +187,8 @@ def _rollout(run: Run, row: Any, index: int, label: str) -> InstanceOutcome:
     runtime = Runtime(run.client, config, run.tracker)
     try:
         ensure_image(run.client, image, config.pull)
-        runtime.start(image, run.run_id, instance_id, network=run.agent.network_name if run.agent else "none")
+        runtime.start(image, run.run_id, instance_id, network=run.agent.network_name if run.agent else "none",
+                      labels=run.labels)
     except ImageMissing as exc:
         return InstanceOutcome(instance_id=label, error_kind="image_not_found", error=str(exc))
     except RuntimeFailure as exc:
@@ -214,10 +216,20 @@ def _rollout(run: Run, row: Any, index: int, label: str) -> InstanceOutcome:
             writer.write(final)
     finally:
         runtime.remove()
-    failed_grade = config.evaluate and final.exit_status in GRADED and final.reward is None
+    return final_outcome(instance_id, str(path.relative_to(config.out)), final, token_turns, config.evaluate)
+
+
+def final_outcome(instance_id: str, rollout_file: str, final: FinalRecord, token_turns: int,
+                  evaluate: bool) -> InstanceOutcome:
+    """A written rollout's outcome, from its final record (also how a rerun reads a finished one back).
+
+    >>> final = FinalRecord(exit_status="submitted", turns=2)
+    >>> final_outcome("a", "a.rollout.jsonl", final, 2, evaluate=True).error_kind
+    'evaluation_error'
+    """
+    failed_grade = evaluate and final.exit_status in GRADED and final.reward is None
     kind = ERROR_KIND.get(final.exit_status) or ("evaluation_error" if failed_grade else None)
-    return InstanceOutcome(instance_id=instance_id, rollout_file=str(path.relative_to(config.out)),
-                           exit_status=final.exit_status,
+    return InstanceOutcome(instance_id=instance_id, rollout_file=rollout_file, exit_status=final.exit_status,
                            turns=final.turns, turns_with_token_ids=token_turns, reward=final.reward,
                            resolved=final.resolved, error_kind=kind, error=final.error)
 
