@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import socket
 import tempfile
 from pathlib import Path
@@ -22,6 +23,7 @@ from typing import Any
 from collect.config import CollectConfig, CollectError
 
 log = logging.getLogger("collect")
+LABEL_NODE = "teacher-replay.collect.node"   # value: the node's name in reports (node_name)
 DOCKER = "docker"                          # the custom resource of nodes with a docker engine
 OBJECT_STORE_BYTES = 256 * 1024 * 1024     # rollouts are small; the default (30% of RAM) is not
 FORWARDED_ENV = ("LITELLM_LOCAL_MODEL_COST_MAP", "DOCKER_HOST")
@@ -137,7 +139,7 @@ def rollout_on_node(config_json: dict[str, Any], row: Any, index: int, run_id: s
         spec = load_agent_spec()
         student = Student(config, think_tags=spec.think_tags)
         run = Run(config, spec, docker_client(config), student, run_id, servers=[(student.backend, infos[0])],
-                  labels={**labels, "teacher-replay.collect.node": node})
+                  labels={**labels, LABEL_NODE: node}, attempt=f".{secrets.token_hex(3)}")
         if config.evaluate:
             use_log_dir(Path(scratch) / "eval_logs")   # one task at a time per worker process
         try:

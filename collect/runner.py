@@ -63,6 +63,7 @@ class Run:
     agent: Any = None                  # a ClaudeCodeAgent (--agent claude-code); None: the bash/edit loop
     servers: list[tuple[Backend, ServerInfo]] = field(default_factory=list)   # the student's, then others
     labels: dict[str, str] = field(default_factory=dict)   # more container labels (collect/cluster.py)
+    attempt: str = ""                      # container name suffix of a task Ray may run again
 
 
 def new_run_id() -> str:
@@ -188,7 +189,7 @@ def _rollout(run: Run, row: Any, index: int, label: str) -> InstanceOutcome:
     try:
         ensure_image(run.client, image, config.pull)
         runtime.start(image, run.run_id, instance_id, network=run.agent.network_name if run.agent else "none",
-                      labels=run.labels)
+                      labels=run.labels, attempt=run.attempt)
     except ImageMissing as exc:
         return InstanceOutcome(instance_id=label, error_kind="image_not_found", error=str(exc))
     except RuntimeFailure as exc:

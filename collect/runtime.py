@@ -163,10 +163,11 @@ class Runtime:
         self.container: Any = None
 
     def start(self, image: str, run_id: str, instance_id: str, network: str = "none",
-              labels: dict[str, str] | None = None) -> Runtime:
+              labels: dict[str, str] | None = None, attempt: str = "") -> Runtime:
         """Create and start the container; `network` is "none" unless an agent needs its proxy.
 
-        `labels`: the run's others (its output folder, the Ray node), for sweeps after a lost node.
+        `labels`: the run's others (its output folder, the Ray node), for sweeps after a lost node;
+        `attempt` tells apart the containers of one rollout run again (on Ray, after a lost node).
         """
         import docker
 
@@ -174,7 +175,7 @@ class Runtime:
             # create + start, not run(): containers.run pulls a missing image, and we never pull unasked
             self.container = self.client.containers.create(
                 image, command=["tail", "-f", "/dev/null"], detach=True, init=True,
-                name=f"{run_id}.{instance_id}",
+                name=f"{run_id}.{instance_id}{attempt}",
                 labels={**(labels or {}), LABEL: run_id, LABEL_INSTANCE: instance_id},
                 working_dir=WORKDIR, network_mode=network, mem_limit=self.config.mem_limit,
                 nano_cpus=int(self.config.cpus * 1e9), pids_limit=self.config.pids_limit)
