@@ -18,8 +18,10 @@ from typing import Any
 import pytest
 
 from collect.cluster import LABEL_NODE, loopback_only
+from collect.instances import image_name
+from collect.on_ray import LABEL_OUT, out_key
 from collect.runtime import LABEL
-from tests.collect_toy import FIX, VLLM_SCRIPTS, ensure_instance_images, toy_instance, toy_policy
+from tests.collect_toy import FIX, NAMESPACE, VLLM_SCRIPTS, ensure_instance_images, toy_instance, toy_policy
 from tests.test_collect_docker import ROOT, command, leftovers, records
 from tests.vllm_server import VLLMServer
 
@@ -117,10 +119,15 @@ def test_a_ray_run_survives_a_lost_node_and_equals_a_local_run(tmp_path: Path, c
             assert normalised(ours) == normalised(theirs)
 
         written = {i: (tmp_path / "ray" / f"{i}.rollout.jsonl").read_bytes() for i in IDS}
+        # what a node lost for good (or a killed driver) left: the next run on the same DIR removes it
+        stale = client.containers.run(image_name(IDS[0], NAMESPACE, image_tag), ["tail", "-f", "/dev/null"],
+                                      detach=True, network_mode="none",
+                                      labels={LABEL: "collect-stale", LABEL_OUT: out_key(tmp_path / "ray")})
         again = finish(run_driver(tmp_path, rows, server.url, image_tag, "ray", "--ray", cluster.address,
                                   "--evaluate"), tmp_path / "ray")
     assert (again["started"], again["resumed"], again["rollouts"], again["resolved"]) == (0, 6, 6, 6)
     assert written == {i: (tmp_path / "ray" / f"{i}.rollout.jsonl").read_bytes() for i in IDS}
+    assert stale.id not in {c.id for c in client.containers.list(all=True)}
     assert leftovers(client) == []
     cluster.add_node(**NODE_ARGS)                               # for the next test
     cluster.wait_for_nodes()
