@@ -77,7 +77,8 @@ class AnswerKeyCheck(BaseModel):
     unreachable: int = 0                   # objects no ref reaches (left in a pack, dangling)
     at_base: bool | None = None            # HEAD is the row's base_commit; None when the row names none
     network: str = "none"                  # the container's network: its only route out
-    default_route: bool = False
+    internal: bool | None = None           # that network is docker-internal (no forwarding past the host)
+    default_route: bool = False            # an internal network's goes to the host (the proxy) only
     elapsed_s: float = 0.0
     error: str | None = None
 
@@ -93,14 +94,16 @@ def base_sha(base_commit: Any) -> str | None:
     return None
 
 
-def parse_check(output: str, network: str) -> AnswerKeyCheck:
+def parse_check(output: str, network: str, internal: bool | None = None) -> AnswerKeyCheck:
     """The scrub script's `key=value` lines as a check.
 
     >>> parse_check("head=abc\\nbranch=refs/heads/main\\nrefs=1\\nreflog=0\\noutside_head=0\\n"
     ...             "unreachable=0\\nat_base=1\\ndefault_route=0\\n", "none").ok
     True
-    >>> parse_check("head=abc\\nrefs=2\\noutside_head=1\\n", "none").ok
-    False
+    >>> parse_check("head=abc\\nrefs=2\\noutside_head=1\\n", "none").error
+    'still reachable: outside_head, refs'
+    >>> parse_check("head=abc\\n", "bridge", internal=False).error
+    'still reachable: a route out (network bridge is not internal)'
     >>> parse_check("error=no git HEAD in /testbed\\n", "none").error
     'no git HEAD in /testbed'
     """
@@ -112,7 +115,7 @@ def parse_check(output: str, network: str) -> AnswerKeyCheck:
               ("removed_refs", "refs", "reflog", "stash", "remotes", "outside_head", "unreachable")}
     at_base = None if "at_base" not in values else values["at_base"] == "1"
     check = AnswerKeyCheck(ok=False, head=values["head"], branch=values.get("branch") or None, **number,
-                           at_base=at_base, network=network,
+                           at_base=at_base, network=network, internal=internal,
                            default_route=values.get("default_route", "0") != "0")
     left = [key for key in ("reflog", "stash", "remotes", "outside_head", "unreachable") if number[key]]
     if number["refs"] > (1 if check.branch else 0):
@@ -121,6 +124,8 @@ def parse_check(output: str, network: str) -> AnswerKeyCheck:
         left.append("HEAD is not the base commit")
     if "gc_failed" in values:
         left.append("git gc failed")
+    if network != "none" and internal is not True:
+        left.append(f"a route out (network {network} is not internal)")
     check.ok = not left
     check.error = "still reachable: " + ", ".join(left) if left else None
     return check
@@ -129,9 +134,15 @@ def parse_check(output: str, network: str) -> AnswerKeyCheck:
 def scrub(runtime: Any, base_commit: Any, network: str) -> AnswerKeyCheck:
     """Run the scrub and its check in the started container (collect.runtime.Runtime)."""
     started = time.monotonic()
+    internal = None
+    if network != "none":
+        try:
+            internal = bool(runtime.client.networks.get(network).attrs.get("Internal"))
+        except Exception:  # noqa: BLE001 - unknown counts as not internal: the check fails
+            internal = False
     base = base_sha(base_commit)
     argv = ["env", *([f"BASE={base}"] if base else []), "bash", "-c", SCRUB]
     result = runtime.exec_argv(argv, timeout=runtime.config.command_timeout * 5)
-    check = parse_check(result.output, network)
+    check = parse_check(result.output, network, internal)
     check.elapsed_s = round(time.monotonic() - started, 3)
     return check
