@@ -121,7 +121,7 @@ def probe_on_node(config_json: dict[str, Any], small: list[tuple[str | None, str
 
 
 def rollout_on_node(config_json: dict[str, Any], row: Any, index: int, run_id: str, infos: list[Any],
-                    labels: dict[str, str]) -> tuple[Any, bytes | None, str]:
+                    labels: dict[str, str], sample: int = 0) -> tuple[Any, bytes | None, str]:
     """One (instance, sample) on this node: (its InstanceOutcome, the rollout file's bytes, the node).
 
     The rollout is written to a scratch folder here and sent back whole: the driver alone writes outputs.
@@ -143,7 +143,7 @@ def rollout_on_node(config_json: dict[str, Any], row: Any, index: int, run_id: s
         if config.evaluate:
             use_log_dir(Path(scratch) / "eval_logs")   # one task at a time per worker process
         try:
-            outcome = run_instance(run, row, index)
+            outcome = run_instance(run, row, index, sample)
         except KeyboardInterrupt:
             run.stop.set()
             run.tracker.close()

@@ -54,20 +54,20 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def resumed_outcome(out: Path, row: Any, evaluate: bool) -> InstanceOutcome | None:
+def resumed_outcome(out: Path, row: Any, evaluate: bool, sample: int = 0) -> InstanceOutcome | None:
     """The outcome of a rollout a previous run finished in `out`, or None when it must run (again)."""
     instance_id = row["instance_id"]
-    path = out / rollout_filename(instance_id)
+    path = out / rollout_filename(instance_id, sample)
     if not path.is_file():
         return None
     header, turns, final = read_rollout(path, IngestStats())
-    if header is None or header.instance_id != instance_id or final is None:
+    if header is None or header.instance_id != instance_id or header.sample != sample or final is None:
         return None
     if final.exit_status not in GRADED or (evaluate and final.reward is None):
         return None                        # interrupted, an infrastructure error, an ungraded patch
     token_turns = sum(turn.completion_token_ids is not None for turn in turns)
     outcome = final_outcome(instance_id, path.name, final, token_turns, evaluate)
-    outcome.resumed, outcome.elapsed_s = True, final.elapsed_s
+    outcome.resumed, outcome.elapsed_s, outcome.sample = True, final.elapsed_s, sample
     return outcome
 
 
@@ -136,27 +136,29 @@ def _collect(config: CollectConfig, rows: list[Any], address: str, capacity: dic
                             "nodes": len(nodes_at_start)})
     rollout = ray.remote(num_cpus=1, resources={DOCKER: 1}, max_retries=RETRIES)(rollout_on_node)
     repeated = duplicates(rows)
-    pending: dict[Any, tuple[int, str]] = {}
+    pending: dict[Any, tuple[int, str, int]] = {}
     for index, row in enumerate(rows):
         label = instance_label(row, index)
         problem = check_instance(row, config.evaluate) or repeated.get(index)
         if problem:
             report.add(InstanceOutcome(instance_id=label, error_kind="invalid_instance", error=problem))
             continue
-        finished = resumed_outcome(config.out, row, config.evaluate)
-        if finished is not None:
-            report.add(finished)
-            report.resumed += 1
-            continue
-        pending[rollout.remote(config_json, row, index, run_id, infos, labels)] = (index, label)
+        for sample in range(config.samples):
+            finished = resumed_outcome(config.out, row, config.evaluate, sample)
+            if finished is not None:
+                report.add(finished)
+                report.resumed += 1
+                continue
+            ref = rollout.remote(config_json, row, index, run_id, infos, labels, sample)
+            pending[ref] = (index, label, sample)
     report.started = len(pending)
     progress = _Progress(len(pending), quiet)
     try:
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
             for ref in ready:
-                index, label = pending.pop(ref)
-                outcome = _receive(ref, label, config.out)
+                _, label, sample = pending.pop(ref)
+                outcome = _receive(ref, label, sample, config.out)
                 report.add(outcome)
                 progress.done(outcome)
     except KeyboardInterrupt:
@@ -164,11 +166,13 @@ def _collect(config: CollectConfig, rows: list[Any], address: str, capacity: dic
         for ref in pending:
             ray.cancel(ref)                # KeyboardInterrupt in the task: it removes its container
         deadline = time.monotonic() + CANCEL_GRACE_S
-        for ref, (_, label) in list(pending.items()):
+        for ref, (_, label, sample) in list(pending.items()):
             try:
-                outcome = _receive(ref, label, config.out, timeout=max(deadline - time.monotonic(), 0.1))
+                outcome = _receive(ref, label, sample, config.out,
+                                   timeout=max(deadline - time.monotonic(), 0.1))
             except (ray.exceptions.GetTimeoutError, ray.exceptions.TaskCancelledError):
-                outcome = InstanceOutcome(instance_id=label, error_kind="interrupted", error="interrupted")
+                outcome = InstanceOutcome(instance_id=label, sample=sample, error_kind="interrupted",
+                                          error="interrupted")
             report.add(outcome)
     finally:
         progress.close()
@@ -179,7 +183,7 @@ def _collect(config: CollectConfig, rows: list[Any], address: str, capacity: dic
     return report
 
 
-def _receive(ref: Any, label: str, out: Path, timeout: float | None = None) -> InstanceOutcome:
+def _receive(ref: Any, label: str, sample: int, out: Path, timeout: float | None = None) -> InstanceOutcome:
     """A task's result: its rollout written to DIR, its outcome returned; a task Ray gave up on is one too."""
     import ray
 
@@ -189,12 +193,26 @@ def _receive(ref: Any, label: str, out: Path, timeout: float | None = None) -> I
         raise
     except ray.exceptions.GetTimeoutError:
         raise
-    except ray.exceptions.RayError as exc:   # retries spent on lost nodes, or the task's own bug
-        kind = "interrupted" if isinstance(exc.__cause__, KeyboardInterrupt) else "node_lost"
-        return InstanceOutcome(instance_id=label, error_kind=kind, error=str(exc).splitlines()[0][:500])
+    except ray.exceptions.RayTaskError as exc:   # the task's own failure (run_instance keeps its errors)
+        kind = "interrupted" if isinstance(exc.cause, KeyboardInterrupt) else "internal_error"
+        return InstanceOutcome(instance_id=label, sample=sample, error_kind=kind,
+                               error=_first_line(exc.cause or exc))
+    except ray.exceptions.RayError as exc:   # retries spent on lost nodes or crashed worker processes
+        kind = "node_lost"
+        return InstanceOutcome(instance_id=label, sample=sample, error_kind=kind,
+                               error=_first_line(exc))
     if data is not None and outcome.rollout_file:
         write_atomically(out / outcome.rollout_file, data)
     return outcome
+
+
+def _first_line(exc: BaseException) -> str:
+    """An error's first line, or its repr when it says nothing.
+
+    >>> _first_line(ValueError("a\\nb")), _first_line(KeyboardInterrupt())
+    ('a', 'KeyboardInterrupt()')
+    """
+    return (str(exc).splitlines() or [repr(exc)])[0][:500]
 
 
 class _Progress:

@@ -18,6 +18,7 @@ ErrorKind = str   # invalid_instance, image_not_found, container_error, student_
 
 class InstanceOutcome(BaseModel):
     instance_id: str
+    sample: int = 0                        # which of the instance's rollouts (--samples)
     rollout_file: str | None = None        # relative to DIR; None when no container was started
     exit_status: str | None = None
     turns: int = 0
@@ -97,7 +98,7 @@ class RunReport(BaseModel):
 
 def write_report(report: RunReport, path: Path) -> None:
     """Atomically: a reader never sees half a report."""
-    outcomes = sorted(report.outcomes, key=lambda outcome: outcome.instance_id)
+    outcomes = sorted(report.outcomes, key=lambda outcome: (outcome.instance_id, outcome.sample))
     data = report.model_copy(update={"outcomes": outcomes}).model_dump(mode="json")
     tmp = path.with_suffix(".json.tmp")
     tmp.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n")

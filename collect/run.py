@@ -33,6 +33,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add("--out", type=Path, required=True, help="output folder")
     add("--max-turns", type=int, default=30, help="student turns per instance (default 30)")
     add("--workers", type=int, default=1, help="instances rolled out in parallel (default 1)")
+    add("--samples", type=int, default=1,
+        help="rollouts per instance (default 1); sample k > 0 is written as <instance_id>.s<k>.rollout.jsonl")
     add("--evaluate", action="store_true", help="grade each patch with the swebench harness (reward)")
     add("--namespace", default="swebench", help="image namespace (default swebench)")
     add("--image-tag", default="latest", help="image tag (default latest)")
@@ -149,7 +151,8 @@ def main(argv: list[str] | None = None) -> int:
         config = CollectConfig(
             instances=args.instances, student_url=args.student_url, student_model=args.student_model,
             student_provider=args.student_provider, out=args.out, api_key=args.api_key,
-            max_turns=args.max_turns, workers=args.workers, evaluate=args.evaluate, namespace=args.namespace,
+            max_turns=args.max_turns, workers=args.workers, samples=args.samples, evaluate=args.evaluate,
+            namespace=args.namespace,
             image_tag=args.image_tag, pull=args.pull, temperature=args.temperature, top_p=args.top_p,
             max_tokens=args.max_tokens, logprobs_mode=args.logprobs_mode, reasoning_echo=args.reasoning_echo,
             request_timeout=args.request_timeout, command_timeout=args.command_timeout,
@@ -164,6 +167,10 @@ def main(argv: list[str] | None = None) -> int:
         claude = _claude_options(args)
     except (ValidationError, CollectError) as exc:
         print(f"collect.run: error: {_one_line(exc)}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    if args.samples > 1 and claude is not None:
+        print("collect.run: error: --samples: --agent claude-code writes one folder per instance; one sample "
+              "only for now", file=sys.stderr)
         return EXIT_USER_ERROR
     if args.ray and claude is not None:
         print("collect.run: error: --ray runs the mini agent only (--agent claude-code needs its proxy "

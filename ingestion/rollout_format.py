@@ -37,6 +37,7 @@ class RolloutHeader(BaseModel):
     rollout_id: str                        # unique per rollout: "<instance_id>.<run_id>"
     run_id: str
     instance_id: str
+    sample: int = 0                        # which of the instance's rollouts (collect.run --samples)
     repo: str | None = None
     base_commit: str | None = None
     image: str

@@ -160,3 +160,33 @@ def test_a_student_only_the_driver_reaches_fails_at_once(tmp_path: Path, client:
     assert done.returncode == 2 and len(lines) == 1, done.stderr
     assert "cannot reach the student at http://127.0.0.1:9/v1" in lines[0] and "Ray node" in lines[0]
     assert not (tmp_path / "out").exists() and leftovers(client) == []
+
+
+def test_each_sample_is_a_task_of_its_own_and_equals_a_local_run(tmp_path: Path, client: Any, cluster: Any,
+                                                                  image_tag: str) -> None:
+    from ingestion.rollouts import iter_rollout_states
+    from ingestion.stats import IngestStats
+
+    rows = [toy_instance(IDS[0], "fix"), toy_instance(IDS[1], "nofix")]
+    names = sorted([f"{IDS[0]}.rollout.jsonl", f"{IDS[0]}.s1.rollout.jsonl",
+                    f"{IDS[1]}.rollout.jsonl", f"{IDS[1]}.s1.rollout.jsonl"])
+    with VLLMServer(toy_policy()) as server:
+        report = finish(run_driver(tmp_path, rows, server.url, image_tag, "ray", "--ray", cluster.address,
+                                   "--samples", "2"), tmp_path / "ray")
+        argv = command(tmp_path, rows, server.url, image_tag, "--samples", "2", "--workers", "2")
+        local = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert local.returncode == 0, local.stderr
+    assert (report["started"], report["rollouts"], report["ok"]) == (4, 4, 4)
+    assert [(o["instance_id"], o["sample"]) for o in report["outcomes"]] == [
+        (IDS[0], 0), (IDS[0], 1), (IDS[1], 0), (IDS[1], 1)]
+    assert sum(n["rollouts"] for n in report["nodes"].values()) == 4
+    assert sorted(p.name for p in (tmp_path / "ray").glob("*.rollout.jsonl")) == names
+    for name in names:
+        ours, theirs = records(tmp_path / "ray" / name), records(tmp_path / "out" / name)
+        assert normalised(ours) == normalised(theirs)
+        assert ours[0]["sample"] == (1 if ".s1." in name else 0)
+    stats = IngestStats()
+    states = [s for name in names for s in iter_rollout_states(tmp_path / "ray" / name, stats)]
+    assert len({s.state_id for s in states}) == len(states) == stats.states
+    assert len({s.trace_id for s in states}) == 4
+    assert leftovers(client) == []
