@@ -36,6 +36,8 @@ def connect(address: str, dashboard: bool = False) -> dict[str, float]:
     """
     if address == "local":
         loopback_only()
+    else:
+        check_reachable(address)
     import ray
 
     env = {name: os.environ[name] for name in FORWARDED_ENV if name in os.environ}
@@ -57,6 +59,27 @@ def connect(address: str, dashboard: bool = False) -> dict[str, float]:
                            "the nodes that have a docker engine with `ray start --address HEAD:6379 "
                            "--resources '{\"docker\": N}'`")
     return {"cpus": capacity.get("CPU", 0.0), DOCKER: capacity[DOCKER]}
+
+
+def head_of(address: str) -> tuple[str, int] | None:
+    """The (host, port) a HOST:PORT or ray://HOST:PORT address names; None for `auto`.
+
+    >>> head_of("10.0.0.5:6379"), head_of("ray://head:10001"), head_of("auto")
+    (('10.0.0.5', 6379), ('head', 10001), None)
+    """
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    return (host.strip("[]"), int(port)) if host and port.isdigit() else None
+
+
+def check_reachable(address: str, timeout: float = 5.0) -> None:
+    """One line now rather than Ray's retries for minutes when nothing listens at the address."""
+    head = head_of(address)
+    if head is None:
+        return
+    try:
+        socket.create_connection(head, timeout=timeout).close()
+    except OSError as exc:
+        raise CollectError(f"cannot join the Ray cluster at {address}: {exc.strerror or exc}") from None
 
 
 def loopback_only() -> None:
