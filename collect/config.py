@@ -29,6 +29,7 @@ class CollectConfig(StrictModel):
     student_provider: str | None = None    # None: a vLLM server (token ids); else litellm's provider name
     max_turns: int = Field(30, ge=1)
     workers: int = Field(1, ge=1)
+    samples: int = Field(1, ge=1)          # rollouts per instance
     evaluate: bool = False
     namespace: str = "swebench"
     image_tag: str = "latest"

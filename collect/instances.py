@@ -109,13 +109,13 @@ def image_name(instance_id: str, namespace: str = "swebench", tag: str = "latest
     return f"{repository}:{tag}"
 
 
-def rollout_filename(instance_id: str) -> str:
-    """`<instance_id>.rollout.jsonl`.
+def rollout_filename(instance_id: str, sample: int = 0) -> str:
+    """`<instance_id>.rollout.jsonl`; the other samples of an instance (`--samples N`): `.s<k>` before it.
 
-    >>> rollout_filename("astropy__astropy-12907")
-    'astropy__astropy-12907.rollout.jsonl'
+    >>> rollout_filename("astropy__astropy-12907"), rollout_filename("a__b-1", 2)
+    ('astropy__astropy-12907.rollout.jsonl', 'a__b-1.s2.rollout.jsonl')
     """
-    return f"{instance_id}.rollout.jsonl"
+    return f"{instance_id}.s{sample}.rollout.jsonl" if sample else f"{instance_id}.rollout.jsonl"
 
 
 def eval_instance(row: dict[str, Any], image: str) -> dict[str, Any]:

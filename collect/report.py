@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import orjson
 from pydantic import BaseModel, Field
@@ -17,6 +18,7 @@ ErrorKind = str   # invalid_instance, image_not_found, container_error, student_
 
 class InstanceOutcome(BaseModel):
     instance_id: str
+    sample: int = 0                        # which of the instance's rollouts (--samples)
     rollout_file: str | None = None        # relative to DIR; None when no container was started
     exit_status: str | None = None
     turns: int = 0
@@ -27,6 +29,8 @@ class InstanceOutcome(BaseModel):
     error_kind: ErrorKind | None = None
     error: str | None = None
     elapsed_s: float = 0.0
+    node: str | None = None                # --ray: the node it ran on; None: this machine
+    resumed: bool = False                  # --ray: found finished in DIR by a rerun, not run again
 
 
 class RunReport(BaseModel):
@@ -54,6 +58,10 @@ class RunReport(BaseModel):
     resolved: int = 0
     servers: list[ServerInfo] = Field(default_factory=list)   # each student server: probe, token extension
     outcomes: list[InstanceOutcome] = Field(default_factory=list)
+    ray: dict[str, Any] | None = None      # --ray: the address, its docker capacity, nodes lost
+    started: int | None = None             # --ray: rollouts run by this run (not resumed)
+    resumed: int = 0                       # --ray: finished (instance, sample)s a rerun skipped
+    nodes: dict[str, dict[str, int]] = Field(default_factory=dict)   # --ray: per node: rollouts, ok
 
     def add(self, outcome: InstanceOutcome) -> None:
         """Fold one instance in (called from one thread at a time)."""
@@ -71,6 +79,10 @@ class RunReport(BaseModel):
             self.errors = dict(Counter(self.errors) + Counter([outcome.error_kind]))
         self.evaluated += outcome.reward is not None
         self.resolved += bool(outcome.resolved)
+        if outcome.node:
+            counts = self.nodes.setdefault(outcome.node, {"rollouts": 0, "ok": 0})
+            counts["rollouts"] += outcome.rollout_file is not None
+            counts["ok"] += outcome.error_kind is None
 
     def summary(self) -> str:
         """One line for the terminal.
@@ -95,7 +107,7 @@ class RunReport(BaseModel):
 
 def write_report(report: RunReport, path: Path) -> None:
     """Atomically: a reader never sees half a report."""
-    outcomes = sorted(report.outcomes, key=lambda outcome: outcome.instance_id)
+    outcomes = sorted(report.outcomes, key=lambda outcome: (outcome.instance_id, outcome.sample))
     data = report.model_copy(update={"outcomes": outcomes}).model_dump(mode="json")
     tmp = path.with_suffix(".json.tmp")
     tmp.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n")

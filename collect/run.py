@@ -33,6 +33,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add("--out", type=Path, required=True, help="output folder")
     add("--max-turns", type=int, default=30, help="student turns per instance (default 30)")
     add("--workers", type=int, default=1, help="instances rolled out in parallel (default 1)")
+    add("--samples", type=int, default=1,
+        help="rollouts per instance (default 1); sample k > 0 is written as <instance_id>.s<k>.rollout.jsonl")
     add("--evaluate", action="store_true", help="grade each patch with the swebench harness (reward)")
     add("--namespace", default="swebench", help="image namespace (default swebench)")
     add("--image-tag", default="latest", help="image tag (default latest)")
@@ -57,6 +59,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add("--eval-timeout", type=int, default=1800, help="seconds for the harness's test run (default 1800)")
     add("--api-key", default=os.environ.get("REPLAY_STUDENT_API_KEY", "EMPTY"),
         help="API key for the student server (default $REPLAY_STUDENT_API_KEY or EMPTY)")
+    add("--ray", default=None, metavar="ADDRESS",
+        help="run the rollouts as Ray tasks: `auto` (the cluster `ray start` made on this machine), "
+             "HOST:PORT or ray://HOST:PORT, or `local` to start one here (127.0.0.1 only); nodes with a "
+             "docker engine advertise a `docker` resource (see README). A rerun skips finished rollouts")
+    add("--ray-dashboard", action="store_true",
+        help="with --ray local: start Ray's dashboard and job API too, on 127.0.0.1 (default: off; the job "
+             "API runs code for anyone who can reach it)")
     add("-q", "--quiet", action="store_true", help="no per-instance progress lines")
     add("--agent", choices=["mini", "claude-code"], default="mini",
         help="mini: the bash/edit loop (default); claude-code: the student drives Claude Code")
@@ -142,7 +151,8 @@ def main(argv: list[str] | None = None) -> int:
         config = CollectConfig(
             instances=args.instances, student_url=args.student_url, student_model=args.student_model,
             student_provider=args.student_provider, out=args.out, api_key=args.api_key,
-            max_turns=args.max_turns, workers=args.workers, evaluate=args.evaluate, namespace=args.namespace,
+            max_turns=args.max_turns, workers=args.workers, samples=args.samples, evaluate=args.evaluate,
+            namespace=args.namespace,
             image_tag=args.image_tag, pull=args.pull, temperature=args.temperature, top_p=args.top_p,
             max_tokens=args.max_tokens, logprobs_mode=args.logprobs_mode, reasoning_echo=args.reasoning_echo,
             request_timeout=args.request_timeout, command_timeout=args.command_timeout,
@@ -158,8 +168,21 @@ def main(argv: list[str] | None = None) -> int:
     except (ValidationError, CollectError) as exc:
         print(f"collect.run: error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_USER_ERROR
+    if args.samples > 1 and claude is not None:
+        print("collect.run: error: --samples: --agent claude-code writes one folder per instance; one sample "
+              "only for now", file=sys.stderr)
+        return EXIT_USER_ERROR
+    if args.ray and claude is not None:
+        print("collect.run: error: --ray runs the mini agent only (--agent claude-code needs its proxy "
+              "beside each node's engine; not built yet)", file=sys.stderr)
+        return EXIT_USER_ERROR
     try:
-        report = collect_rollouts(config, claude=claude)
+        if args.ray:
+            from collect.on_ray import collect_on_ray
+
+            report = collect_on_ray(config, args.ray, args.ray_dashboard, quiet=args.quiet)
+        else:
+            report = collect_rollouts(config, claude=claude)
     except CollectError as exc:
         print(f"collect.run: error: {exc}", file=sys.stderr)
         return EXIT_USER_ERROR

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from collect.agent import AgentResult, run_agent
+from collect.answer_key import scrub
 from collect.config import AgentSpec, CollectConfig, CollectError, load_agent_spec
 from collect.evaluate import grade_patch, use_log_dir
 from collect.instances import (
@@ -61,6 +62,8 @@ class Run:
     stop: threading.Event = field(default_factory=threading.Event)
     agent: Any = None                  # a ClaudeCodeAgent (--agent claude-code); None: the bash/edit loop
     servers: list[tuple[Backend, ServerInfo]] = field(default_factory=list)   # the student's, then others
+    labels: dict[str, str] = field(default_factory=dict)   # more container labels (collect/cluster.py)
+    attempt: str = ""                      # container name suffix of a task Ray may run again
 
 
 def new_run_id() -> str:
@@ -103,25 +106,26 @@ def collect_rollouts(config: CollectConfig, claude: Any = None) -> RunReport:
                        student_provider=config.student_provider, sampling=student.sampling,
                        logprobs_mode=_logprobs_mode(config), evaluate=config.evaluate, started_at=_now(),
                        instances=len(rows))
-    jobs: queue.SimpleQueue[tuple[int, Any]] = queue.SimpleQueue()
-    for job in enumerate(rows):
-        jobs.put(job)
+    jobs: queue.SimpleQueue[tuple[int, Any, int]] = queue.SimpleQueue()
+    for index, row in enumerate(rows):
+        for sample in range(samples_of(row, index, run.duplicates, config)):
+            jobs.put((index, row, sample))
     lock = threading.Lock()
 
     def work() -> None:
         while not run.stop.is_set():
             try:
-                index, row = jobs.get_nowait()
+                index, row, sample = jobs.get_nowait()
             except queue.Empty:
                 return
-            outcome = run_instance(run, row, index)
+            outcome = run_instance(run, row, index, sample)
             with lock:
                 report.add(outcome)
             log.info("%s: %s", outcome.instance_id, _describe(outcome))
 
     # Daemon threads: a worker stuck in a long student request must not keep an interrupted process alive.
     threads = [threading.Thread(target=work, name=f"collect-{n}", daemon=True)
-               for n in range(min(config.workers, len(rows)))]
+               for n in range(min(config.workers, len(rows) * config.samples))]
     try:
         for thread in threads:
             thread.start()
@@ -161,21 +165,27 @@ def _describe(outcome: InstanceOutcome) -> str:
         f", reward {outcome.reward}" if outcome.reward is not None else "")
 
 
-def run_instance(run: Run, row: Any, index: int) -> InstanceOutcome:
-    """One instance, start to finish; any failure becomes this instance's outcome, never the run's."""
+def samples_of(row: Any, index: int, repeated: dict[int, str], config: CollectConfig) -> int:
+    """How many rollouts a row gets: --samples, or one outcome (its error) for a row that cannot run."""
+    return config.samples if check_instance(row, config.evaluate) is None and index not in repeated else 1
+
+
+def run_instance(run: Run, row: Any, index: int, sample: int = 0) -> InstanceOutcome:
+    """One (instance, sample), start to finish; any failure becomes its outcome, never the run's."""
     label, started = instance_label(row, index), time.monotonic()
     try:
-        outcome = _rollout(run, row, index, label)
+        outcome = _rollout(run, row, index, label, sample)
     except Interrupted:
         outcome = InstanceOutcome(instance_id=label, error_kind="interrupted", error="interrupted")
     except Exception as exc:  # a bug or an engine failure on one instance must not stop the others
         log.exception("%s: unexpected error", label)
         outcome = InstanceOutcome(instance_id=label, error_kind="internal_error", error=repr(exc)[:500])
     outcome.elapsed_s = round(time.monotonic() - started, 3)
+    outcome.sample = sample
     return outcome
 
 
-def _rollout(run: Run, row: Any, index: int, label: str) -> InstanceOutcome:
+def _rollout(run: Run, row: Any, index: int, label: str, sample: int = 0) -> InstanceOutcome:
     config = run.config
     problem = check_instance(row, config.evaluate) or run.duplicates.get(index)
     if problem:
@@ -185,33 +195,61 @@ def _rollout(run: Run, row: Any, index: int, label: str) -> InstanceOutcome:
     runtime = Runtime(run.client, config, run.tracker)
     try:
         ensure_image(run.client, image, config.pull)
-        runtime.start(image, run.run_id, instance_id, network=run.agent.network_name if run.agent else "none")
+        runtime.start(image, run.run_id, instance_id, network=run.agent.network_name if run.agent else "none",
+                      labels=run.labels, attempt=(f".s{sample}" if sample else "") + run.attempt)
     except ImageMissing as exc:
         return InstanceOutcome(instance_id=label, error_kind="image_not_found", error=str(exc))
     except RuntimeFailure as exc:
         return InstanceOutcome(instance_id=label, error_kind="container_error", error=str(exc))
-    path = run.agent.rollout_path(instance_id) if run.agent else config.out / rollout_filename(instance_id)
+    network = run.agent.network_name if run.agent else "none"
+    try:
+        check = scrub(runtime, row.get("base_commit"), network)
+    except RuntimeFailure as exc:
+        runtime.remove()
+        return InstanceOutcome(instance_id=label, error_kind="container_error", error=str(exc))
+    except Interrupted:
+        runtime.remove()
+        raise
+    if not check.ok:                       # the agent never sees a container that holds the fix
+        runtime.remove()
+        return InstanceOutcome(instance_id=label, error_kind="answer_key_visible",
+                               error=f"{check.error} (git history of /testbed)")
+    path = run.agent.rollout_path(instance_id) if run.agent else config.out / rollout_filename(instance_id,
+                                                                                                sample)
     try:
         with RolloutWriter(path) as writer:
-            header = _header(run, row, image)
+            header = _header(run, row, image, sample)
+            header.answer_key = check.model_dump()
             writer.write(run.agent.header(header) if run.agent else header)
-            final, result = _drive(run, row, image, runtime, writer)
+            final, result = _drive(run, row, image, runtime, writer, sample)
             writer.write(final)
     finally:
         runtime.remove()
-    failed_grade = config.evaluate and final.exit_status in GRADED and final.reward is None
+    return final_outcome(instance_id, str(path.relative_to(config.out)), final, result.turns_with_token_ids,
+                         config.evaluate, result.prefix_breaks)
+
+
+def final_outcome(instance_id: str, rollout_file: str, final: FinalRecord, token_turns: int,
+                  evaluate: bool, prefix_breaks: int = 0) -> InstanceOutcome:
+    """A written rollout's outcome, from its final record (also how a rerun reads a finished one back).
+
+    >>> final = FinalRecord(exit_status="submitted", turns=2)
+    >>> final_outcome("a", "a.rollout.jsonl", final, 2, evaluate=True).error_kind
+    'evaluation_error'
+    """
+    failed_grade = evaluate and final.exit_status in GRADED and final.reward is None
     kind = ERROR_KIND.get(final.exit_status) or ("evaluation_error" if failed_grade else None)
-    return InstanceOutcome(instance_id=instance_id, rollout_file=str(path.relative_to(config.out)),
-                           exit_status=final.exit_status,
-                           turns=final.turns, turns_with_token_ids=result.turns_with_token_ids,
-                           prefix_breaks=result.prefix_breaks, reward=final.reward,
+    return InstanceOutcome(instance_id=instance_id, rollout_file=rollout_file, exit_status=final.exit_status,
+                           turns=final.turns, turns_with_token_ids=token_turns, prefix_breaks=prefix_breaks,
+                           reward=final.reward,
                            resolved=final.resolved, error_kind=kind, error=final.error)
 
 
-def _header(run: Run, row: dict[str, Any], image: str) -> RolloutHeader:
+def _header(run: Run, row: dict[str, Any], image: str, sample: int = 0) -> RolloutHeader:
     info = run.servers[0][1] if run.servers else None
+    rollout_id = f"{row['instance_id']}.{run.run_id}" + (f".s{sample}" if sample else "")
     return RolloutHeader(
-        rollout_id=f"{row['instance_id']}.{run.run_id}", run_id=run.run_id, instance_id=row["instance_id"],
+        rollout_id=rollout_id, run_id=run.run_id, instance_id=row["instance_id"], sample=sample,
         repo=row.get("repo"), base_commit=row.get("base_commit"), image=image,
         student_model=run.config.student_model, student_url=run.config.student_url,
         student_provider=run.config.student_provider, sampling=dict(run.student.sampling),
@@ -222,8 +260,8 @@ def _header(run: Run, row: dict[str, Any], image: str) -> RolloutHeader:
         created_at=_now())
 
 
-def _drive(run: Run, row: dict[str, Any], image: str, runtime: Runtime,
-           writer: RolloutWriter) -> tuple[FinalRecord, AgentResult]:
+def _drive(run: Run, row: dict[str, Any], image: str, runtime: Runtime, writer: RolloutWriter,
+           sample: int = 0) -> tuple[FinalRecord, AgentResult]:
     """The agent, then the patch, then (with --evaluate) the grade; the container is gone before grading."""
     started = time.monotonic()
     if run.agent is not None:
@@ -241,7 +279,9 @@ def _drive(run: Run, row: dict[str, Any], image: str, runtime: Runtime,
     runtime.remove()
     graded = final.exit_status in GRADED and final.patch is not None
     if run.config.evaluate and graded and not run.stop.is_set():
-        grade = grade_patch(run.client, row, image, final.patch, run.config.student_model, run.run_id,
+        # the harness names its container and log folder after the run id: one per sample
+        grade_id = run.run_id + (f".s{sample}" if sample else "")
+        grade = grade_patch(run.client, row, image, final.patch, run.config.student_model, grade_id,
                             run.config.eval_timeout, run.config.out / "eval_logs")
         final.reward, final.resolved = grade.reward, grade.resolved
         final.evaluation = grade.report or ({"error": grade.error} if grade.error else None)

@@ -121,6 +121,11 @@ class ContainerTracker:
                 log.warning("could not remove container %s: %s", container.id[:12], exc)
 
 
+def remove_container(container: Any) -> None:
+    """Force-remove one container (and its anonymous volumes); one already gone is fine."""
+    _remove(container)
+
+
 def _remove(container: Any) -> None:
     import docker
 
@@ -157,15 +162,21 @@ class Runtime:
         self.tracker = tracker
         self.container: Any = None
 
-    def start(self, image: str, run_id: str, instance_id: str, network: str = "none") -> Runtime:
-        """Create and start the container; `network` is "none" unless an agent needs its proxy."""
+    def start(self, image: str, run_id: str, instance_id: str, network: str = "none",
+              labels: dict[str, str] | None = None, attempt: str = "") -> Runtime:
+        """Create and start the container; `network` is "none" unless an agent needs its proxy.
+
+        `labels`: the run's others (its output folder, the Ray node), for sweeps after a lost node;
+        `attempt` tells apart the containers of one rollout run again (on Ray, after a lost node).
+        """
         import docker
 
         try:
             # create + start, not run(): containers.run pulls a missing image, and we never pull unasked
             self.container = self.client.containers.create(
                 image, command=["tail", "-f", "/dev/null"], detach=True, init=True,
-                name=f"{run_id}.{instance_id}", labels={LABEL: run_id, LABEL_INSTANCE: instance_id},
+                name=f"{run_id}.{instance_id}{attempt}",
+                labels={**(labels or {}), LABEL: run_id, LABEL_INSTANCE: instance_id},
                 working_dir=WORKDIR, network_mode=network, mem_limit=self.config.mem_limit,
                 nano_cpus=int(self.config.cpus * 1e9), pids_limit=self.config.pids_limit)
         except docker.errors.ImageNotFound as exc:
@@ -202,6 +213,10 @@ class Runtime:
         result = self._exec(argv, self.config.output_limit)
         result.timed_out = result.exit_code in TIMEOUT_EXIT_CODES and time.monotonic() - started >= timeout
         return result
+
+    def exec_argv(self, argv: list[str], timeout: int) -> CommandResult:
+        """A command of the run's own (not the agent's), killed after `timeout` s."""
+        return self._exec(["timeout", "-k", "5", str(timeout), *argv], self.config.output_limit)
 
     def _exec(self, argv: list[str], limit: int, stderr: bool = True) -> CommandResult:
         """One exec, streamed: only `limit` bytes (head and tail) are ever held, whatever it prints."""

@@ -29,7 +29,7 @@ from ingestion.claude_code.ids import Seen
 from ingestion.claude_code.reader import session_states
 from ingestion.options import IngestOptions
 from ingestion.rollout_format import FinalRecord, ProxyRecord, RolloutHeader, read_proxy_records
-from ingestion.rollouts import parse_arguments, read_rollout
+from ingestion.rollouts import inspects_history, parse_arguments, read_rollout
 from ingestion.schema import Action, ToolCall, TraceState, make_state_id
 from ingestion.stats import IngestStats
 
@@ -62,6 +62,7 @@ def join_state(state: TraceState, header: RolloutHeader, final: FinalRecord | No
     """A Claude Code session state as a rollout state, with the record's tokens (pure)."""
     session_id, _, rest = state.trace_id.partition("/")
     trace_id = f"{header.rollout_id}/{rest}" if rest else header.rollout_id
+    action = record_action(record) if record and record.response else state.student_action
     metadata: dict[str, Any] = {
         **state.metadata, "agent": "claude-code", "session_id": session_id,
         "instance_id": header.instance_id, "rollout_id": header.rollout_id, "run_id": header.run_id,
@@ -75,6 +76,7 @@ def join_state(state: TraceState, header: RolloutHeader, final: FinalRecord | No
         "logprobs": record.logprobs if record else None,
         "latency_s": record.latency_s if record else None,
         "sampling": header.sampling, "logprobs_mode": header.logprobs_mode,
+        "inspects_history": inspects_history(action),
     }
     if isinstance(state.metadata.get("outcome"), dict):   # the session's per-call outcome + the episode's
         metadata["outcome"] = {**state.metadata["outcome"], "reward": metadata["reward"],
@@ -82,7 +84,7 @@ def join_state(state: TraceState, header: RolloutHeader, final: FinalRecord | No
     return state.model_copy(update={
         "state_id": make_state_id(SOURCE, trace_id, state.turn), "trace_id": trace_id, "source": SOURCE,
         "student_model": record.backend_model if record else header.student_model, "metadata": metadata,
-        "student_action": record_action(record) if record and record.response else state.student_action})
+        "student_action": action})
 
 
 def record_action(record: ProxyRecord) -> Action:
@@ -144,4 +146,7 @@ def iter_claude_rollout_states(path: Path, options: IngestOptions, stats: Ingest
             continue
         if record is None:
             stats.problem(str(path), state.metadata.get("line"), "no_proxy_record", action="repaired")
-        yield join_state(state, header, final, record)
+        joined = join_state(state, header, final, record)
+        if joined.metadata["inspects_history"]:
+            stats.history["inspects_history"] += 1
+        yield joined

@@ -37,6 +37,7 @@ class RolloutHeader(BaseModel):
     rollout_id: str                        # unique per rollout: "<instance_id>.<run_id>"
     run_id: str
     instance_id: str
+    sample: int = 0                        # which of the instance's rollouts (collect.run --samples)
     repo: str | None = None
     base_commit: str | None = None
     image: str
@@ -51,6 +52,8 @@ class RolloutHeader(BaseModel):
     agent_version: int
     tools: list[dict[str, Any]]            # OpenAI tool schemas offered on every turn
     created_at: str
+    # collect/answer_key.py: what the scrub of the instance's future left before the first turn
+    answer_key: dict[str, Any] | None = None
 
 
 class Observation(BaseModel):

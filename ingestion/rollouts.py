@@ -9,12 +9,16 @@ The format is defined in ingestion/rollout_format.py and documented in collect/R
 from __future__ import annotations
 
 import json
+import re
+import tomllib
 from collections.abc import Iterator
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
+from configs import config_path
 from ingestion.jsonl import iter_records
 from ingestion.outcome import call_outcome, turn_outcome
 from ingestion.rollout_format import FORMAT, SUFFIX, FinalRecord, Observation, RolloutHeader, TurnRecord
@@ -80,6 +84,26 @@ def student_action(turn: TurnRecord) -> Action:
                   thinking=turn.reasoning)
 
 
+@cache
+def _history_patterns() -> list[re.Pattern[str]]:
+    rules = tomllib.loads(config_path("history_commands.toml").read_text(encoding="utf-8"))
+    return [re.compile(pattern) for pattern in rules["patterns"]]
+
+
+def inspects_history(action: Action) -> bool:
+    """The action runs a command that looks past the checked-out commit (configs/history_commands.toml).
+
+    >>> inspects_history(Action(content="", tool_calls=[ToolCall(id="c", name="bash",
+    ...                                                          arguments={"command": "git log --all"})]))
+    True
+    >>> inspects_history(Action(content="git log --all", tool_calls=[]))
+    False
+    """
+    commands = [call.arguments.get("command") for call in action.tool_calls]
+    return any(isinstance(command, str) and pattern.search(command)
+               for command in commands for pattern in _history_patterns())
+
+
 def observation_kind(observation: Observation) -> str:
     """A tool call's outcome kind from what it returned: a wrong call, a time-out or a non-zero exit
     code is an error.
@@ -128,6 +152,7 @@ def rollout_outcome(turn: TurnRecord, final: FinalRecord | None) -> dict[str, ob
 
 def build_state(header: RolloutHeader, turn: TurnRecord, final: FinalRecord | None, file: str) -> TraceState:
     """One TraceState from a turn of a rollout (pure)."""
+    action = student_action(turn)
     metadata = {
         "instance_id": header.instance_id, "rollout_id": header.rollout_id, "run_id": header.run_id,
         "repo": header.repo, "image": header.image, "file": file,
@@ -137,12 +162,13 @@ def build_state(header: RolloutHeader, turn: TurnRecord, final: FinalRecord | No
         "completion_token_ids": turn.completion_token_ids, "logprobs": turn.logprobs,
         # what the logprobs are of: the sampling sent and the server's --logprobs-mode
         "sampling": header.sampling, "logprobs_mode": header.logprobs_mode,
+        "inspects_history": inspects_history(action),   # looks for the answer key (collect/answer_key.py)
         "outcome": rollout_outcome(turn, final),
     }
     return TraceState(
         state_id=make_state_id(SOURCE, header.rollout_id, turn.turn), trace_id=header.rollout_id,
         turn=turn.turn, source=SOURCE, messages=[to_trace_message(m) for m in turn.messages],
-        tools=header.tools, student_action=student_action(turn), student_model=header.student_model,
+        tools=header.tools, student_action=action, student_model=header.student_model,
         metadata=metadata)
 
 
@@ -195,4 +221,7 @@ def iter_rollout_states(path: Path | str, stats: IngestStats) -> Iterator[TraceS
     stats.traces += 1
     for turn in sorted(turns, key=lambda t: t.turn):
         stats.states += 1
-        yield build_state(header, turn, final, str(path))
+        state = build_state(header, turn, final, str(path))
+        if state.metadata["inspects_history"]:
+            stats.history["inspects_history"] += 1
+        yield state

@@ -1,0 +1,197 @@
+"""The Ray side of `collect.run --ray ADDRESS`: joining or starting a cluster, and what runs on its nodes.
+
+A node takes rollouts when it advertises the custom resource `docker` (one unit per rollout it may run at
+once): `ray start --address HEAD:6379 --resources '{"docker": 8}'` on a machine with a docker engine.
+Every rollout task asks for one CPU and one `docker`; everything it needs (instance rows, the run's
+config, the probe's findings) travels with the task, so nodes share no disk with the driver. Each node
+builds or pulls its own images (`--pull`), exactly as a local run does.
+
+Safe defaults for a cluster the tool starts itself (`--ray local`): it listens on 127.0.0.1 only, with
+no dashboard and so no job API (which runs code for anyone who can reach it) unless `--ray-dashboard`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import socket
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from collect.config import CollectConfig, CollectError
+
+log = logging.getLogger("collect")
+LABEL_NODE = "teacher-replay.collect.node"   # value: the node's name in reports (node_name)
+DOCKER = "docker"                          # the custom resource of nodes with a docker engine
+OBJECT_STORE_BYTES = 256 * 1024 * 1024     # rollouts are small; the default (30% of RAM) is not
+FORWARDED_ENV = ("LITELLM_LOCAL_MODEL_COST_MAP", "DOCKER_HOST")
+
+
+def connect(address: str, dashboard: bool = False) -> dict[str, float]:
+    """Join (`auto`, `HOST:PORT`, `ray://HOST:PORT`) or start (`local`) a cluster; its docker capacity.
+
+    A cluster without a node that advertises `docker` is a CollectError: no rollout could be placed.
+    """
+    if address == "local":
+        loopback_only()
+    else:
+        check_reachable(address)
+    import ray
+
+    env = {name: os.environ[name] for name in FORWARDED_ENV if name in os.environ}
+    runtime_env = {"env_vars": env} if env else None
+    try:
+        if address == "local":
+            cpus = os.cpu_count() or 1
+            ray.init(address="local", num_cpus=cpus, resources={DOCKER: cpus}, include_dashboard=dashboard,
+                     dashboard_host="127.0.0.1", runtime_env=runtime_env,
+                     object_store_memory=OBJECT_STORE_BYTES, log_to_driver=False, configure_logging=False)
+        else:
+            ray.init(address=address, runtime_env=runtime_env, log_to_driver=False, configure_logging=False)
+    except (ConnectionError, ValueError, RuntimeError) as exc:
+        raise CollectError(f"cannot join the Ray cluster at {address}: {str(exc).splitlines()[0]}") from None
+    capacity = ray.cluster_resources()
+    if not capacity.get(DOCKER):
+        ray.shutdown()
+        raise CollectError(f"no node of the Ray cluster at {address} advertises a `docker` resource: start "
+                           "the nodes that have a docker engine with `ray start --address HEAD:6379 "
+                           "--resources '{\"docker\": N}'`")
+    return {"cpus": capacity.get("CPU", 0.0), DOCKER: capacity[DOCKER]}
+
+
+def head_of(address: str) -> tuple[str, int] | None:
+    """The (host, port) a HOST:PORT or ray://HOST:PORT address names; None for `auto`.
+
+    >>> head_of("10.0.0.5:6379"), head_of("ray://head:10001"), head_of("auto")
+    (('10.0.0.5', 6379), ('head', 10001), None)
+    """
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    return (host.strip("[]"), int(port)) if host and port.isdigit() else None
+
+
+def check_reachable(address: str, timeout: float = 5.0) -> None:
+    """One line now rather than Ray's retries for minutes when nothing listens at the address."""
+    head = head_of(address)
+    if head is None:
+        return
+    try:
+        socket.create_connection(head, timeout=timeout).close()
+    except OSError as exc:
+        raise CollectError(f"cannot join the Ray cluster at {address}: {exc.strerror or exc}") from None
+
+
+def loopback_only() -> None:
+    """Make the Ray started next listen on 127.0.0.1 alone (its gRPC servers follow the node address).
+
+    Ray turns a 127.0.0.1 node address into the machine's routable one unless clusters are "disabled",
+    as on macOS and Windows (ray._private.services.get_node_ip_address); the processes it starts read the
+    same variable, so they bind loopback too.
+    """
+    import sys
+
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    if "ray" in sys.modules:               # read at import: a test that imported ray first
+        from ray._private import ray_constants
+
+        ray_constants.ENABLE_RAY_CLUSTER = False
+
+
+def docker_nodes() -> list[dict[str, Any]]:
+    """The alive nodes that advertise `docker`."""
+    import ray
+
+    return [node for node in ray.nodes() if node.get("Alive") and node.get("Resources", {}).get(DOCKER)]
+
+
+def node_name(node_id: str, address: str) -> str:
+    """How reports name a node: its address and the head of its id (many local nodes share an address).
+
+    >>> node_name("0123456789abcdef", "10.0.0.5")
+    '10.0.0.5/01234567'
+    """
+    return f"{address}/{node_id[:8]}"
+
+
+def here() -> str:
+    """The node this task runs on, as reports name it."""
+    import ray
+
+    context = ray.get_runtime_context()
+    try:
+        address = ray.util.get_node_ip_address()
+    except Exception:  # noqa: BLE001 - a name is only for the report
+        address = socket.gethostname()
+    return node_name(context.get_node_id(), address)
+
+
+# --- what runs on the nodes ------------------------------------------------------------------------------
+
+def probe_on_node(config_json: dict[str, Any], small: list[tuple[str | None, str]]) -> list[Any]:
+    """The start-up probe, from a node that will run rollouts: a URL only the driver reaches fails here."""
+    from collect.config import load_agent_spec
+    from collect.probe import probe
+    from collect.student import Backend, Student
+
+    config = CollectConfig.model_validate(config_json)
+    spec = load_agent_spec()
+    student = Student(config, think_tags=spec.think_tags)
+    targets = [(student.backend, config.student_model)]
+    for url, model in small:
+        targets.append((Backend(url, config.api_key, config.student_provider, config.request_timeout), model))
+    return [probe(backend, model, spec, student.sampling) for backend, model in targets]
+
+
+def rollout_on_node(config_json: dict[str, Any], row: Any, index: int, run_id: str, infos: list[Any],
+                    labels: dict[str, str], sample: int = 0) -> tuple[Any, bytes | None, str]:
+    """One (instance, sample) on this node: (its InstanceOutcome, the rollout file's bytes, the node).
+
+    The rollout is written to a scratch folder here and sent back whole: the driver alone writes outputs.
+    A cancelled task (Ctrl-C on the driver: KeyboardInterrupt here) removes its container first.
+    """
+    from collect.config import load_agent_spec
+    from collect.evaluate import use_log_dir
+    from collect.runner import Run, run_instance
+    from collect.runtime import docker_client
+    from collect.student import Student
+
+    node = here()
+    with tempfile.TemporaryDirectory(prefix="teacher-replay-collect-") as scratch:
+        config = CollectConfig.model_validate({**config_json, "out": scratch, "workers": 1})
+        spec = load_agent_spec()
+        student = Student(config, think_tags=spec.think_tags)
+        run = Run(config, spec, docker_client(config), student, run_id, servers=[(student.backend, infos[0])],
+                  labels={**labels, LABEL_NODE: node}, attempt=f".{secrets.token_hex(3)}")
+        if config.evaluate:
+            use_log_dir(Path(scratch) / "eval_logs")   # one task at a time per worker process
+        try:
+            outcome = run_instance(run, row, index, sample)
+        except KeyboardInterrupt:
+            run.stop.set()
+            run.tracker.close()
+            raise
+        data = Path(scratch, outcome.rollout_file).read_bytes() if outcome.rollout_file else None
+    outcome.node = node
+    return outcome, data, node
+
+
+def sweep_on_node(labels: dict[str, str], keep_run: str | None = None) -> int:
+    """Remove this node's containers that carry every one of `labels` (all runs but `keep_run`)."""
+    import docker
+
+    from collect.runtime import LABEL, remove_container
+
+    client = docker.from_env()
+    filters = {"label": [f"{key}={value}" for key, value in labels.items()]}
+    gone = 0
+    for container in client.containers.list(all=True, filters=filters):
+        if keep_run is not None and container.labels.get(LABEL) == keep_run:
+            continue
+        remove_container(container)
+        gone += 1
+    if "teacher-replay.collect" in labels:      # the harness's graders are named after the run
+        for container in client.containers.list(all=True, filters={"name": labels[LABEL]}):
+            remove_container(container)
+            gone += 1
+    return gone
