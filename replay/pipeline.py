@@ -236,7 +236,7 @@ async def _replay(work: Path, config: RunConfig, pool: TeacherPool, report: Repo
         async with LoopLag() as lag, quiet.freezing():
             try:
                 outcomes = await replay_states(load_states(work), pool, config.consensus,
-                                               judge, on_state=tick)
+                                               judge, on_state=tick, again=lambda: load_states(work))
             except* ReplayError as group:  # a cache fault in one task stops them all: say it once
                 raise group.exceptions[0] from None
     return outcomes, judge, lag
@@ -283,6 +283,9 @@ def _fill_report(report: Report, pool: TeacherPool, outcomes: Any, judge: Any) -
         report.teacher_calls["invalid"] = report.teacher_calls.get("invalid", 0) + screened
         report.extra["invalid_proposals"] = dict(sorted(outcomes.invalid.items()))
     report.agree, report.pairs = verdicts["agree"], verdicts["pair"]
+    report.hindsight = outcomes.hindsight.model_dump()
+    if outcomes.reliability is not None:  # --consensus weighted: the weights it voted with
+        report.extra["reliability"] = outcomes.reliability.model_dump()
     report.extra["early_stop"] = {"calls_saved": outcomes.calls_saved,
                                   "usd_saved": round(outcomes.usd_saved, 6)}
     if judge is not None:

@@ -41,6 +41,8 @@ class Report(BaseModel):
     budget: dict[str, int] = Field(default_factory=dict)
     history: dict[str, int] = Field(default_factory=dict)       # messages ingestion added or left out
     problems: list[dict[str, Any]] = Field(default_factory=list)
+    # Failed states with a recovery: how often the consensus was the student's correction (replay.hindsight)
+    hindsight: dict[str, Any] = Field(default_factory=dict)
     extra: dict[str, Any] = Field(default_factory=dict)
 
     def add_ingest(self, stats: IngestStats) -> None:
