@@ -22,7 +22,6 @@ from consensus.result import (
     abstain,
     ballot,
     make_group,
-    passes,
     representative,
     spoken_by,
 )
@@ -54,7 +53,9 @@ def _leader(ranked: list[tuple[str, Fraction, list[int]]], min_agreement: float
     agreement = ranked[0][1] / sum(w for _, w, _ in ranked)
     if len(ranked) > 1 and ranked[1][1] == ranked[0][1]:
         return "tie", agreement
-    return (None if passes(agreement, min_agreement) else "no_majority"), agreement
+    # The threshold as the decimal it was written as: 3/5 of the weight is not more than 0.6 (a float
+    # 0.6 is a hair below 3/5, which `consensus.result.passes` compares against).
+    return (None if agreement > Fraction(str(min_agreement)) else "no_majority"), agreement
 
 
 def weighted(proposals: Sequence[Proposal], weights: Weights, cwd: str | None = None,
