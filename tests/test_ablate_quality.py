@@ -143,3 +143,24 @@ def test_weighted_and_early_stop_is_one_line(tmp_path: Path, capsys: pytest.Capt
     assert run_main(["--source", str(tmp_path), "--out", str(tmp_path / "o"), "--teachers", "a=openai/a",
                      "--consensus", "weighted", "--early-stop"]) == 2
     assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_all_subsets_of_six_teachers_on_the_fixtures_ask_nothing(fixtures_root: Path, tmp_path: Path) -> None:
+    from tests.test_ablate import varied
+
+    names = ("a", "b", "c", "d", "e", "f")
+    with LLMServer(varied) as server:
+        out = tmp_path / "run"
+        assert run_main(["--source", str(fixtures_root), "--out", str(out), "--teachers",
+                         ",".join(f"{n}=openai/{n}@{server.url}" for n in names),
+                         "--cache", str(tmp_path / "cache.sqlite"), "--max-states", "80"]) == 0
+        before = len(server.requests)  # (80 states: 63 datasets of whole fixture prompts are slow to write)
+        assert ablate_main(["--run", str(out), "--all-subsets", "--out", str(tmp_path / "a")]) == 0
+        assert len(server.requests) == before
+    rows = read_csv(tmp_path / "a" / "ablation.csv")
+    assert len(rows) == 63
+    teachers = read_csv(tmp_path / "a" / "teachers.csv")
+    assert [r["teacher"] for r in teachers] == list(names)
+    assert sum(float(r["shapley_pairs"]) for r in teachers) == pytest.approx(float(rows[0]["pairs"]))
+    reliability = {r["teacher"]: float(r["reliability"]) for r in teachers}
+    assert reliability["a"] > reliability["d"]  # a gives the state's answer 100% of the time, d 35%

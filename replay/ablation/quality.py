@@ -56,11 +56,12 @@ class Quality(BaseModel):
     skipped: list[str] = Field(default_factory=list)
 
 
-def estimate_reliability(data: Any, specs: Sequence[TeacherSpec]) -> Reliability:
-    """Dawid–Skene over the full pool's intent keys (per tool family too)."""
+def estimate_reliability(data: Any, specs: Sequence[TeacherSpec]
+                         ) -> tuple[Reliability, list[dict[str, str]]]:
+    """Dawid–Skene over the full pool's intent keys (per tool family too), and the keys per state."""
     allow = data.config.pool.allow_same_family
     items, families = vote_items(data.states, data.answers, specs, allow, data.config.consensus.match)
-    return dawid_skene(items, families)
+    return dawid_skene(items, families), items
 
 
 def _counter(data: Any, specs: Sequence[TeacherSpec], known: dict[frozenset[str], PoolCounts],
@@ -83,8 +84,8 @@ def _counter(data: Any, specs: Sequence[TeacherSpec], known: dict[frozenset[str]
 
 
 def assess(data: Any, specs: list[TeacherSpec], rows: list[PoolCounts], method: str, min_agreement: float,
-           reliability: Reliability, recoveries: Any, margin: float | None = None,
-           permutations: int = 200) -> Quality:
+           reliability: Reliability, items: list[dict[str, str]], recoveries: Any,
+           margin: float | None = None, permutations: int = 200) -> Quality:
     """Everything above, for the run's full pool `specs`; `rows` are the pools the ablation computed."""
     names = [s.name for s in specs]
     match = data.config.consensus.match
@@ -135,7 +136,7 @@ def assess(data: Any, specs: list[TeacherSpec], rows: list[PoolCounts], method: 
         if picked is not None:
             quality.recommended, quality.recommend_why = picked[0].pool, picked[1]
             quality.recommend_margin = margin
-    quality.asking_orders = _orders(data, specs, reliability, spent, answered, min_agreement)
+    quality.asking_orders = _orders(data, specs, items, reliability, spent, answered, min_agreement)
     if not judged:
         allow = data.config.pool.allow_same_family
         for name in ("vote", "weighted"):
@@ -145,11 +146,8 @@ def assess(data: Any, specs: list[TeacherSpec], rows: list[PoolCounts], method: 
     return quality
 
 
-def _orders(data: Any, specs: list[TeacherSpec], reliability: Reliability, spent: dict[str, float],
-            answered: dict[str, int], min_agreement: float) -> list[AskingOrder]:
-    allow = data.config.pool.allow_same_family
-    match = data.config.consensus.match
-    items, _ = vote_items(data.states, data.answers, specs, allow, match)
+def _orders(data: Any, specs: list[TeacherSpec], items: list[dict[str, str]], reliability: Reliability,
+            spent: dict[str, float], answered: dict[str, int], min_agreement: float) -> list[AskingOrder]:
     asked = [sorted({p.teacher for p in data.answers.get(s.state_id, ())}) for s in data.states]
     names = [s.name for s in specs]
     per_call = {n: spent[n] / max(answered[n], 1) for n in names}

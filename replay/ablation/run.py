@@ -76,12 +76,12 @@ def ablate(config: AblateConfig, console: Console | None = None) -> Ablation:
             deciders = asyncio.run(ask_missing(data, pools, gaps if config.allow_calls else [], calls, task,
                                                method == "judge"))
         # Reliability from the full pool's answers, once: the weights of every pool's weighted vote.
-        reliability = estimate_reliability(data, pools[0])
+        reliability, items = estimate_reliability(data, pools[0])
         recoveries = recovery_actions(data.states)
         decide = method_decider(method, min_agreement, data.config.consensus.match, reliability.weight)
         rows, dirs = evaluate_pools(config, data, pools, deciders if method == "judge" else {}, task,
                                     decide, method, min_agreement, recoveries)
-        quality = assess(data, pools[0], rows, method, min_agreement, reliability, recoveries,
+        quality = assess(data, pools[0], rows, method, min_agreement, reliability, items, recoveries,
                          config.recommend, config.permutations)
     names = [spec.name for spec in data.specs]
     result = Ablation(run=config.run, out=config.out_dir, method=method, rows=rows, dirs=dirs,
