@@ -19,6 +19,7 @@ from replay.ask import Answers, Judge, ask_state, decide
 from replay.export.pairs import PromptMemo, pair_row
 from replay.hindsight import Hindsight, hindsight_tier, recovery_of
 from replay.options import ConsensusOptions
+from replay.verdicts import verdict_record
 from teachers.pool import BUDGET_EXHAUSTED, TeacherPool
 from teachers.workers import blocking
 
@@ -29,6 +30,7 @@ class Outcomes:
 
     proposals: dict[int, list[Proposal]] = field(default_factory=dict)
     rows: dict[int, dict[str, Any]] = field(default_factory=dict)
+    decided: dict[int, dict[str, Any]] = field(default_factory=dict)   # verdicts.jsonl lines
     verdicts: dict[str, int] = field(default_factory=lambda: {
         "all_teachers_excluded": 0, "failed": 0, "abstained": 0, "agree": 0, "pair": 0})
     budget_stopped: int = 0  # of the failed states: those where --max-cost kept a call from being made
@@ -52,6 +54,9 @@ class Outcomes:
     def ordered_rows(self) -> list[dict[str, Any]]:
         return [self.rows[i] for i in sorted(self.rows)]
 
+    def ordered_verdicts(self) -> list[dict[str, Any]]:
+        return [self.decided[i] for i in sorted(self.decided)]
+
 
 Verdict = str  # "all_teachers_excluded" | "failed" | "abstained" | "agree" | "pair"
 
@@ -63,9 +68,10 @@ class Settled(NamedTuple):
 
 
 def settle(state: TraceState, proposals: list[Proposal], result: ConsensusResult | None,
-           memo: PromptMemo | None = None, match: str = "intent") -> Settled:
+           memo: PromptMemo | None = None, match: str = "intent", row: bool = True) -> Settled:
     """A state's verdict from its proposals and consensus, and its DPO row when it is a pair. The
-    student is compared at the tiers `match` allows (`consensus.methods.student_match`).
+    student is compared at the tiers `match` allows (`consensus.methods.student_match`). `row=False`
+    decides without building the row (the view needs the verdict only).
 
     `failed`: teachers were asked and not one usable answer came back, at least one of them for want
     of an answer (a call that failed, stayed malformed, or was not made for the budget): a re-run asks
@@ -89,7 +95,7 @@ def settle(state: TraceState, proposals: list[Proposal], result: ConsensusResult
     student = student_match(state.student_action, result, cwd, match, IntentContext(cwd, state.messages))
     if student is not None:
         return Settled("agree", None, student)
-    return Settled("pair", pair_row(state, result, proposals, memo))
+    return Settled("pair", pair_row(state, result, proposals, memo) if row else None)
 
 
 def failed(proposals: list[Proposal]) -> bool:
@@ -154,7 +160,8 @@ def finish_hindsight(outcomes: Outcomes) -> Hindsight:
     return out
 
 
-def settle_weighted(states: Iterable[TraceState], outcomes: Outcomes, options: ConsensusOptions) -> None:
+def settle_weighted(states: Iterable[TraceState], outcomes: Outcomes, options: ConsensusOptions,
+                    pool: TeacherPool) -> None:
     """`--consensus weighted`, once every answer is in: each teacher's reliability (Dawid–Skene over
     the run's intent keys), then every state decided with those weights, in input order."""
     order = sorted(outcomes.keys)
@@ -169,6 +176,8 @@ def settle_weighted(states: Iterable[TraceState], outcomes: Outcomes, options: C
         settled = settle(state, proposals, result, match=options.match)
         count(outcomes, settled, result, proposals)
         note_failed(outcomes, index, state, result, settled)
+        outcomes.decided[index] = verdict_record(state, settled.verdict, settled.student, result, proposals,
+                                                 [t.name for t in pool.split(state)[1]])
         if settled.row is not None:
             outcomes.rows[index] = settled.row
 
@@ -200,6 +209,9 @@ async def replay_states(states: Iterable[TraceState], pool: TeacherPool, options
             settled = settle(state, answers.proposals, result, match=options.match)
             count(outcomes, settled, result, answers.proposals)
             note_failed(outcomes, index, state, result, settled)
+            excluded = [t.name for t in pool.split(state)[1]]
+            outcomes.decided[index] = await blocking(verdict_record, state, settled.verdict, settled.student,
+                                                     result, answers.proposals, excluded)
             if settled.row is not None:
                 outcomes.rows[index] = settled.row
         finally:
@@ -235,6 +247,6 @@ async def replay_states(states: Iterable[TraceState], pool: TeacherPool, options
         if queue is not None:
             queue.put_nowait(None)
     if weighted and again is not None:
-        await blocking(settle_weighted, again(), outcomes, options)
+        await blocking(settle_weighted, again(), outcomes, options, pool)
     finish_hindsight(outcomes)
     return outcomes
