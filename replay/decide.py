@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -17,7 +17,7 @@ from ingestion.outcome import is_failed
 from ingestion.schema import Action, Proposal, TraceState
 from replay.ask import Answers, Judge, ask_state, decide
 from replay.export.pairs import PromptMemo, pair_row
-from replay.hindsight import Hindsight, hindsight_tier, recovery_of
+from replay.hindsight import Hindsight, hindsight_tier
 from replay.options import ConsensusOptions
 from replay.verdicts import verdict_record
 from teachers.pool import BUDGET_EXHAUSTED, TeacherPool
@@ -39,11 +39,9 @@ class Outcomes:
     invalid: Counter[str] = field(default_factory=Counter)  # proposals screened out, by reason
     calls_saved: int = 0
     usd_saved: float = 0.0
-    # Hindsight: every state's student action by id (a failed state's recovery comes later in its
-    # trace), and each failed state's (recovery id, consensus, reached, context) until then.
-    actions: dict[str, Action] = field(default_factory=dict)
-    failed_states: dict[int, tuple[str | None, ConsensusResult | None, bool, IntentContext]] = \
-        field(default_factory=dict)
+    # Hindsight: each failed state's (consensus, reached, context), until its recovery is known
+    # (`finish_hindsight`, once every state is read: recoveries may not have been asked at all).
+    failed_states: dict[str, tuple[ConsensusResult | None, bool, IntentContext]] = field(default_factory=dict)
     hindsight: Hindsight = field(default_factory=Hindsight)
     keys: dict[int, tuple[dict[str, str], str]] = field(default_factory=dict)  # weighted: vote keys
     reliability: Reliability | None = None  # weighted: the teachers' weights
@@ -140,19 +138,19 @@ def count(outcomes: Outcomes, settled: Settled, result: ConsensusResult | None,
 def note_failed(outcomes: Outcomes, index: int, state: TraceState, result: ConsensusResult | None,
                 settled: Settled) -> None:
     """Keep what hindsight needs of a failed state (`replay.hindsight`) until its recovery is read."""
-    outcomes.actions[state.state_id] = state.student_action
     if is_failed(state.metadata.get("outcome")):
         cwd = state.metadata.get("cwd")
-        outcomes.failed_states[index] = (recovery_of(state), result, settled.verdict in ("agree", "pair"),
-                                         IntentContext(cwd, state.messages))
+        outcomes.failed_states[state.state_id] = (result, settled.verdict in ("agree", "pair"),
+                                                  IntentContext(cwd, state.messages))
 
 
-def finish_hindsight(outcomes: Outcomes) -> Hindsight:
-    """report.json `hindsight`: each failed state's consensus against its recovery, now all are read."""
+def finish_hindsight(outcomes: Outcomes, recoveries: Mapping[str, Action]) -> Hindsight:
+    """report.json `hindsight`: each failed state's consensus against its recovery
+    (`replay.hindsight.read_recoveries`: failed state id → the student's recovery action)."""
     out = Hindsight()
-    for index in sorted(outcomes.failed_states):
-        recovery_id, result, reached, context = outcomes.failed_states[index]
-        recovery = outcomes.actions.get(recovery_id) if recovery_id else None
+    for state_id in sorted(outcomes.failed_states):
+        result, reached, context = outcomes.failed_states[state_id]
+        recovery = recoveries.get(state_id)
         tier = hindsight_tier(result, recovery, context.cwd, context) if recovery is not None and reached \
             else None
         out.add(True, recovery is not None, reached, tier)
@@ -248,5 +246,4 @@ async def replay_states(states: Iterable[TraceState], pool: TeacherPool, options
             queue.put_nowait(None)
     if weighted and again is not None:
         await blocking(settle_weighted, again(), outcomes, options, pool)
-    finish_hindsight(outcomes)
     return outcomes

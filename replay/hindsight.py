@@ -8,6 +8,10 @@ is compared with that action by `consensus.methods.student_match`, the compariso
 `exact` (the same canonical action) or `intent` (the same intent key; exact matches count here too),
 both in the failed state's context (its cwd and history).
 
+A recovery need not have been put to the teachers (`--select outcome=error` asks the failed states
+only): `read_recoveries` finds it among all the states OUT holds, reading states.jsonl's light lines
+(no messages) — this module's one function with I/O, used at the edges (the run, the ablation).
+
 Counted: `failed` states; of those `states`, the ones whose recovery is among the run's states;
 `reached`, those where the pool reached a consensus; `exact` / `intent`, those where the consensus
 matches the recovery. Rates are over `states` (a pool that abstains has not said the correction);
@@ -17,52 +21,49 @@ matches the recovery. Rates are over `states` (a pool that abstains has not said
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
+import orjson
 from pydantic import BaseModel, computed_field
 
 from consensus.intent_rules import IntentContext
 from consensus.methods import student_match
 from consensus.result import ConsensusResult
 from ingestion.outcome import is_failed
-from ingestion.schema import Action, TraceState
+from ingestion.schema import Action
 
 
-def recovery_of(state: TraceState) -> str | None:
-    """The recovery state id of a failed state, None for a state that did not fail or names none.
+def recovery_map(rows: Iterable[Mapping[str, Any]]) -> dict[str, Action]:
+    """Failed state id → the student action of the state its `metadata.recovery` names, from
+    states.jsonl's light lines (state_id, metadata, student_action); a recovery not among them is
+    left out (it counts as missing).
 
-    >>> s = TraceState(state_id="s", trace_id="t", turn=0, source="claude_code", messages=[],
-    ...                student_action=Action(), metadata={"outcome": {"kind": "error", "calls": []},
-    ...                                                   "recovery": "t1"})
-    >>> recovery_of(s), recovery_of(s.model_copy(update={"metadata": {"recovery": "t1"}}))
-    ('t1', None)
-    """
-    if not is_failed(state.metadata.get("outcome")):
-        return None
-    recovery = state.metadata.get("recovery")
-    return recovery if isinstance(recovery, str) and recovery else None
-
-
-def recovery_actions(states: Iterable[TraceState]) -> dict[str, Action]:
-    """The student action of every state some failed state names as its recovery, by the failed
-    state's id (a recovery outside `states` is left out: it counts as missing).
-
-    >>> mk = lambda i, meta: TraceState(state_id=i, trace_id="t", turn=0, source="claude_code",
-    ...     messages=[], student_action=Action(content=i), metadata=meta)
-    >>> failed = {"outcome": {"kind": "rejected", "calls": []}}
-    >>> got = recovery_actions([mk("a", {**failed, "recovery": "b"}), mk("b", {}),
-    ...                         mk("c", {**failed, "recovery": "zz"})])
+    >>> failed = {"outcome": {"kind": "error", "calls": []}, "recovery": "b"}
+    >>> got = recovery_map([{"state_id": "a", "metadata": failed, "student_action": {"content": "x"}},
+    ...                     {"state_id": "b", "metadata": {}, "student_action": {"content": "fixed"}}])
     >>> {k: v.content for k, v in got.items()}
-    {'a': 'b'}
+    {'a': 'fixed'}
     """
-    states = list(states)
-    by_id = {s.state_id: s.student_action for s in states}
-    out = {}
-    for state in states:
-        recovery = recovery_of(state)
-        if recovery is not None and recovery in by_id:
-            out[state.state_id] = by_id[recovery]
-    return out
+    wanted: dict[str, str] = {}
+    actions: dict[str, Any] = {}
+    for row in rows:
+        metadata = row.get("metadata") or {}
+        recovery = metadata.get("recovery")
+        if is_failed(metadata.get("outcome")) and isinstance(recovery, str) and recovery:
+            wanted[row["state_id"]] = recovery
+        actions[row["state_id"]] = row.get("student_action")
+    return {failed: Action.model_validate(actions[recovery]) for failed, recovery in wanted.items()
+            if actions.get(recovery) is not None}
+
+
+def read_recoveries(out: Path) -> dict[str, Action]:
+    """Every failed state's recovery action among all the states of a run folder (states.jsonl)."""
+    path = out / "states.jsonl"
+    if not path.is_file():
+        return {}
+    with open(path, "rb") as handle:
+        return recovery_map(orjson.loads(line) for line in handle if line.strip())
 
 
 def hindsight_tier(result: ConsensusResult | None, recovery: Action, cwd: str | None = None,

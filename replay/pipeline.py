@@ -209,6 +209,10 @@ def _ask(work: Path, config: RunConfig, pool: TeacherPool, report: Report, conso
     proposals = (p.model_dump(mode="json") for p in outcomes.ordered_proposals())
     write_jsonl(work / PROPOSALS_FILE, proposals)
     write_jsonl(work / VERDICTS_FILE, outcomes.ordered_verdicts())
+    from replay.decide import finish_hindsight
+    from replay.hindsight import read_recoveries
+
+    finish_hindsight(outcomes, read_recoveries(work))  # recoveries among all states, asked or not
     _fill_report(report, pool, outcomes, judge)
     report.extra["loop_lag_ms"] = {**lag.summary(), "full_collections": quiet.catch_ups}
     report.extra["failure_kinds"] = failure_kinds(outcomes.ordered_proposals())

@@ -24,7 +24,7 @@ from replay.ablation.load import AblateConfig, choose_pools, gaps_message, load_
 from replay.ablation.pools import AblationError
 from replay.ablation.quality import assess, estimate_reliability
 from replay.ablation.result import Ablation
-from replay.hindsight import recovery_actions
+from replay.hindsight import read_recoveries
 
 
 @contextmanager
@@ -77,7 +77,7 @@ def ablate(config: AblateConfig, console: Console | None = None) -> Ablation:
                                                method == "judge"))
         # Reliability from the full pool's answers, once: the weights of every pool's weighted vote.
         reliability, items = estimate_reliability(data, pools[0])
-        recoveries = recovery_actions(data.states)
+        recoveries = read_recoveries(config.run)  # among all the run's states, asked or not
         decide = method_decider(method, min_agreement, data.config.consensus.match, reliability.weight)
         rows, dirs = evaluate_pools(config, data, pools, deciders if method == "judge" else {}, task,
                                     decide, method, min_agreement, recoveries)
