@@ -9,6 +9,8 @@ What each teacher model proposes at state t (`answer`):
 - careful teachers (`careful*`): right, except at ~10% of the states a slip of their own;
 - `stray*`: right two thirds of the time, else a wrong file or another intent (alternately);
 - `recover*`: right, always; `repeat*`: the student's own action (at a failed turn: the failed call).
+At every fourth state the careful and stray teachers write the right file read as a `Read` call where
+the student ran `cat`: the same intent, another canonical action (hindsight's intent tier).
 """
 
 from __future__ import annotations
@@ -65,8 +67,11 @@ def turn_of(body: dict[str, Any]) -> int:
 
 def respond(body: dict[str, Any]) -> Reply:
     model = body.get("model", "")
-    command = answer(model, turn_of(body))
-    call = {"name": "Bash", "arguments": {"command": command}}
+    t = turn_of(body)
+    command = answer(model, t)
+    call: dict[str, Any] = {"name": "Bash", "arguments": {"command": command}}
+    if t % 4 == 0 and command == right(t) and command.startswith("cat ") and not model.startswith("recover"):
+        call = {"name": "Read", "arguments": {"file_path": f"/repo/{command.removeprefix('cat ')}"}}
     return Reply(chat_completion(tool_calls=[call], model=model))
 
 
