@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import resource
 import statistics
 import subprocess
 import sys
@@ -116,12 +117,16 @@ def _size(folder: Path) -> int:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
 
 
-def _time(tree: Path, run: Path, out: Path, env: dict[str, str]) -> float:
+def _time(tree: Path, run: Path, out: Path, env: dict[str, str]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of the process and its workers): CPU time holds up on a busy machine."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     subprocess.run([sys.executable, "-m", "replay.ablate", "--run", str(run), "--all-subsets",
                     "--out", str(out)], cwd=tree, env={**env, "PYTHONPATH": str(tree)}, check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.perf_counter() - started
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def bench(states: int, prompts: str, workers: int | None, repeat: int, teachers: int,
@@ -130,8 +135,8 @@ def bench(states: int, prompts: str, workers: int | None, repeat: int, teachers:
         run = Path(tmp) / "run"
         build_run(run, states, prompts, teachers=teachers)
         env = {**os.environ, **({"REPLAY_ABLATE_WORKERS": str(workers)} if workers else {})}
-        times: list[float] = []
-        base_times: list[float] = []
+        times: list[tuple[float, float]] = []
+        base_times: list[tuple[float, float]] = []
         for _ in range(repeat):  # alternating, so a busy moment on the machine hits both alike
             times.append(_time(ROOT, run, Path(tmp) / "ablation", env))
             if baseline is not None:
@@ -139,16 +144,17 @@ def bench(states: int, prompts: str, workers: int | None, repeat: int, teachers:
         out = Path(tmp) / "ablation"
         pools = sum(1 for p in out.iterdir() if (p / "dataset").is_dir())
         pairs = sum(int(line.split(",")[10]) for line in (out / "ablation.csv").read_text().splitlines()[1:])
-        median = statistics.median(times)
+        wall, cpu = (statistics.median(t[k] for t in times) for k in (0, 1))
         print(f"{prompts:>8} prompts: {states:,} states x {teachers} teachers "
               f"({_size(run) / 1e6:,.0f} MB run) -> {pools} pools, {pairs:,} pairs, "
-              f"{_size(out) / 1e6:,.0f} MB written: median {median:.2f} s "
-              f"of {repeat} ({', '.join(f'{t:.2f}' for t in times)})")
+              f"{_size(out) / 1e6:,.0f} MB written: median {wall:.2f} s wall, {cpu:.2f} s CPU, of {repeat} "
+              f"({', '.join(f'{w:.1f}/{c:.1f}' for w, c in times)})")
         if base_times:
-            base = statistics.median(base_times)
-            listed = ", ".join(f"{t:.2f}" for t in base_times)
-            print(f"{'':>8}  baseline {baseline}: median {base:.2f} s ({listed}); "
-                  f"this tree / baseline = {median / base:.2f}")
+            base_wall, base_cpu = (statistics.median(t[k] for t in base_times) for k in (0, 1))
+            listed = ", ".join(f"{w:.1f}/{c:.1f}" for w, c in base_times)
+            print(f"{'':>8}  baseline {baseline}: median {base_wall:.2f} s wall, {base_cpu:.2f} s CPU "
+                  f"({listed}); "
+                  f"this tree / baseline: wall {wall / base_wall:.2f}, CPU {cpu / base_cpu:.2f}")
 
 
 def main() -> None:

@@ -140,6 +140,9 @@ def assess(data: Any, specs: list[TeacherSpec], rows: list[PoolCounts], method: 
     if not judged:
         allow = data.config.pool.allow_same_family
         for name in ("vote", "weighted"):
+            if name == method:  # the ablation's own full pool, already counted
+                quality.methods[name] = rows[0]
+                continue
             by = method_decider(name, min_agreement, match, reliability.weight)
             quality.methods[name] = evaluate_pool(specs, data.states, data.answers, by, allow, None, match,
                                                   recoveries, rows=False).counts
