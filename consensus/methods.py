@@ -1,6 +1,8 @@
 """The method registry and the comparison of the student's action with the consensus.
 
-`vote` and `similarity` are pure functions `(proposals, cwd, min_agreement) -> ConsensusResult`.
+`vote` and `similarity` are pure functions `(proposals, cwd, min_agreement) -> ConsensusResult`;
+`weighted` is `vote` with each teacher's reliability as its weight (`consensus.weighted`), estimated
+from a whole run's answers (`consensus.reliability`) before any state is decided.
 `judge` needs an LLM call, so the pipeline drives it through `consensus.judge`; it is a valid name
 here but has no direct function.
 """
@@ -16,11 +18,12 @@ from consensus.intent_rules import IntentContext
 from consensus.result import ConsensusResult
 from consensus.similarity import similarity
 from consensus.vote import check_match, vote
+from consensus.weighted import Weights, weighted
 from ingestion.schema import Action, Proposal, ReplayError
 
 Method = Callable[..., ConsensusResult]
-METHODS: dict[str, Method] = {"vote": vote, "similarity": similarity}
-METHOD_NAMES = ("vote", "similarity", "judge")
+METHODS: dict[str, Method] = {"vote": vote, "similarity": similarity, "weighted": weighted}
+METHOD_NAMES = ("vote", "similarity", "judge", "weighted")
 Verdict = Literal["agree", "pair", "abstain"]
 
 
@@ -52,13 +55,17 @@ def get_method(name: str) -> Method:
 
 def run_method(name: str, proposals: Sequence[Proposal], cwd: str | None = None,
                min_agreement: float = 0.5, match: str = "intent",
-               context: IntentContext | None = None) -> ConsensusResult:
-    """Apply a pure method by name; `match` and `context` are the tiers of `vote` (see consensus.vote).
+               context: IntentContext | None = None, weights: Weights | None = None) -> ConsensusResult:
+    """Apply a pure method by name; `match` and `context` are the tiers of `vote` (see consensus.vote);
+    `weights` the teachers' weights for `weighted` (none: every teacher weighs the same, i.e. `vote`).
 
-    >>> run_method("vote", []).reason
-    'no_votes'
+    >>> run_method("vote", []).reason, run_method("weighted", []).method
+    ('no_votes', 'weighted')
     """
     method = get_method(name)
+    if method is weighted:
+        return weighted(proposals, weights if weights is not None else (lambda _t: 1.0), cwd=cwd,
+                        min_agreement=min_agreement, match=match, context=context)
     if method is vote:
         return vote(proposals, cwd=cwd, min_agreement=min_agreement, match=match, context=context)
     return method(proposals, cwd=cwd, min_agreement=min_agreement)

@@ -2,7 +2,9 @@
 
 Recomputes consensus and pairs for each pool from the answers the run already has (no calls unless
 `--allow-calls`), writes one dataset per pool, `ablation.csv`, `ablation.md`, `agreement.csv` and
-`ablation.png`.
+`ablation.png`; and judges the teachers: hindsight agreement per pool, each teacher's reliability
+(Dawid–Skene) and Shapley share, the cost frontier, the asking order for `--early-stop`
+(`teachers.csv`, `teachers.md`, `frontier.png`, `ablation.json`).
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import argparse
 import shlex
 import sys
 from pathlib import Path
+
+from replay.flags import at_least, fraction
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -39,6 +43,21 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--allow-missing", action="store_true",
                         help="count answers an --early-stop run skipped as no vote instead of failing "
                              "(biased against the teachers it asked last)")
+    parser.add_argument("--consensus", choices=["vote", "similarity", "weighted", "judge"], default=None,
+                        help="decide every pool with this method (default: the run's); weighted: each "
+                             "teacher's vote weighs its reliability, estimated from the run's answers "
+                             "(Dawid-Skene over intent keys)")
+    parser.add_argument("--min-agreement", type=fraction(upper_open=True), default=None, metavar="F",
+                        help="the winning group must hold more than this share of the votes (weighted: "
+                             "of the weight); default: the run's")
+    parser.add_argument("--recommend", type=fraction(upper_open=True), nargs="?", const=0.02, default=None,
+                        metavar="MARGIN",
+                        help="name the cheapest pool whose hindsight agreement is within MARGIN (0.02 = 2 "
+                             "points) of the best pool's (without hindsight figures: within MARGIN of the "
+                             "most pairs)")
+    parser.add_argument("--permutations", type=at_least(2), default=200, metavar="N",
+                        help="beyond 8 teachers, Shapley values from N seeded random orders, with their "
+                             "standard error (200); up to 8 they are exact")
     return parser
 
 
@@ -52,7 +71,9 @@ def main(argv: list[str] | None = None) -> int:
 
     config = AblateConfig(run=args.run, pools=args.pools, all_subsets=args.all_subsets,
                           leave_one_out=args.leave_one_out, out=args.out, allow_calls=args.allow_calls,
-                          allow_missing=args.allow_missing,
+                          allow_missing=args.allow_missing, consensus=args.consensus,
+                          min_agreement=args.min_agreement, recommend=args.recommend,
+                          permutations=args.permutations,
                           command=shlex.join(["python", "-m", "replay.ablate", *argv]))
     try:
         result = ablate(config)

@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from consensus.intent_rules import IntentContext
-from consensus.methods import student_match
+from consensus.methods import run_method, student_match
+from consensus.reliability import Reliability, dawid_skene, state_keys
 from consensus.result import ConsensusResult
 from consensus.validity import INVALID, invalid_reasons
-from ingestion.schema import Proposal, TraceState
+from ingestion.outcome import is_failed
+from ingestion.schema import Action, Proposal, TraceState
 from replay.ask import Answers, Judge, ask_state, decide
 from replay.export.pairs import PromptMemo, pair_row
+from replay.hindsight import Hindsight, hindsight_tier
 from replay.options import ConsensusOptions
 from replay.verdicts import verdict_record
 from teachers.pool import BUDGET_EXHAUSTED, TeacherPool
@@ -36,6 +39,12 @@ class Outcomes:
     invalid: Counter[str] = field(default_factory=Counter)  # proposals screened out, by reason
     calls_saved: int = 0
     usd_saved: float = 0.0
+    # Hindsight: each failed state's (consensus, reached, context), until its recovery is known
+    # (`finish_hindsight`, once every state is read: recoveries may not have been asked at all).
+    failed_states: dict[str, tuple[ConsensusResult | None, bool, IntentContext]] = field(default_factory=dict)
+    hindsight: Hindsight = field(default_factory=Hindsight)
+    keys: dict[int, tuple[dict[str, str], str]] = field(default_factory=dict)  # weighted: vote keys
+    reliability: Reliability | None = None  # weighted: the teachers' weights
 
     def ordered_proposals(self) -> list[Proposal]:
         return [p for i in sorted(self.proposals) for p in self.proposals[i]]
@@ -126,13 +135,63 @@ def count(outcomes: Outcomes, settled: Settled, result: ConsensusResult | None,
     outcomes.invalid.update(invalid_reasons(proposals))
 
 
+def note_failed(outcomes: Outcomes, index: int, state: TraceState, result: ConsensusResult | None,
+                settled: Settled) -> None:
+    """Keep what hindsight needs of a failed state (`replay.hindsight`) until its recovery is read."""
+    if is_failed(state.metadata.get("outcome")):
+        cwd = state.metadata.get("cwd")
+        outcomes.failed_states[state.state_id] = (result, settled.verdict in ("agree", "pair"),
+                                                  IntentContext(cwd, state.messages))
+
+
+def finish_hindsight(outcomes: Outcomes, recoveries: Mapping[str, Action]) -> Hindsight:
+    """report.json `hindsight`: each failed state's consensus against its recovery
+    (`replay.hindsight.read_recoveries`: failed state id → the student's recovery action)."""
+    out = Hindsight()
+    for state_id in sorted(outcomes.failed_states):
+        result, reached, context = outcomes.failed_states[state_id]
+        recovery = recoveries.get(state_id)
+        tier = hindsight_tier(result, recovery, context.cwd, context) if recovery is not None and reached \
+            else None
+        out.add(True, recovery is not None, reached, tier)
+    outcomes.hindsight = out
+    return out
+
+
+def settle_weighted(states: Iterable[TraceState], outcomes: Outcomes, options: ConsensusOptions,
+                    pool: TeacherPool) -> None:
+    """`--consensus weighted`, once every answer is in: each teacher's reliability (Dawid–Skene over
+    the run's intent keys), then every state decided with those weights, in input order."""
+    order = sorted(outcomes.keys)
+    outcomes.reliability = dawid_skene([outcomes.keys[i][0] for i in order],
+                                       [outcomes.keys[i][1] for i in order])
+    weights = outcomes.reliability.weight
+    for index, state in enumerate(states):
+        proposals = outcomes.proposals.get(index, [])
+        cwd = state.metadata.get("cwd")
+        result = run_method("weighted", proposals, cwd, options.min_agreement, options.match,
+                            IntentContext(cwd, state.messages), weights) if proposals else None
+        settled = settle(state, proposals, result, match=options.match)
+        count(outcomes, settled, result, proposals)
+        note_failed(outcomes, index, state, result, settled)
+        outcomes.decided[index] = verdict_record(state, settled.verdict, settled.student, result, proposals,
+                                                 [t.name for t in pool.split(state)[1]])
+        if settled.row is not None:
+            outcomes.rows[index] = settled.row
+
+
 async def replay_states(states: Iterable[TraceState], pool: TeacherPool, options: ConsensusOptions,
                         judge: Judge | None = None,
-                        on_state: Callable[[], None] | None = None) -> Outcomes:
+                        on_state: Callable[[], None] | None = None,
+                        again: Callable[[], Iterable[TraceState]] | None = None) -> Outcomes:
     """Ask, decide and pair every state. One trace's states are asked in turn order, each once the
     previous one's answers are in, so every request finds the one before it (which it extends) in the
-    provider's prompt cache; different traces run concurrently, a bounded number at a time."""
+    provider's prompt cache; different traces run concurrently, a bounded number at a time.
+    `--consensus weighted` decides only once every answer is in, over the states read `again`."""
     outcomes = Outcomes()
+    weighted = options.method == "weighted"
+    if weighted and again is None:
+        raise ValueError("--consensus weighted reads the states twice: pass `again`")
     slots = asyncio.Semaphore(max(pool.concurrency, 4))  # traces in flight
     done: dict[str, asyncio.Task[None]] = {}  # a trace's latest run, should its states come back later
 
@@ -141,9 +200,13 @@ async def replay_states(states: Iterable[TraceState], pool: TeacherPool, options
             outcomes.calls_saved += answers.calls_saved
             outcomes.usd_saved += answers.usd_saved
             outcomes.proposals[index] = answers.proposals
+            if weighted:  # decided once every answer is in: the weights come from all of them
+                outcomes.keys[index] = state_keys(state, answers.proposals, options.match)
+                return
             result = await decide(state, answers.proposals, options, judge) if answers.proposals else None
             settled = settle(state, answers.proposals, result, match=options.match)
             count(outcomes, settled, result, answers.proposals)
+            note_failed(outcomes, index, state, result, settled)
             excluded = [t.name for t in pool.split(state)[1]]
             outcomes.decided[index] = await blocking(verdict_record, state, settled.verdict, settled.student,
                                                      result, answers.proposals, excluded)
@@ -181,4 +244,6 @@ async def replay_states(states: Iterable[TraceState], pool: TeacherPool, options
             index += 1
         if queue is not None:
             queue.put_nowait(None)
+    if weighted and again is not None:
+        await blocking(settle_weighted, again(), outcomes, options, pool)
     return outcomes

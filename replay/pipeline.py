@@ -212,6 +212,10 @@ def _ask(work: Path, config: RunConfig, pool: TeacherPool, report: Report, conso
     proposals = (p.model_dump(mode="json") for p in outcomes.ordered_proposals())
     write_jsonl(work / PROPOSALS_FILE, proposals)
     write_jsonl(work / VERDICTS_FILE, outcomes.ordered_verdicts())
+    from replay.decide import finish_hindsight
+    from replay.hindsight import read_recoveries
+
+    finish_hindsight(outcomes, read_recoveries(work))  # recoveries among all states, asked or not
     _fill_report(report, pool, outcomes, judge)
     report.extra["loop_lag_ms"] = {**lag.summary(), "full_collections": quiet.catch_ups}
     report.extra["failure_kinds"] = failure_kinds(outcomes.ordered_proposals())
@@ -241,7 +245,7 @@ async def _replay(work: Path, config: RunConfig, pool: TeacherPool, report: Repo
         async with LoopLag() as lag, quiet.freezing():
             try:
                 outcomes = await replay_states(asked_states(work), pool, config.consensus,
-                                               judge, on_state=tick)
+                                               judge, on_state=tick, again=lambda: asked_states(work))
             except* ReplayError as group:  # a cache fault in one task stops them all: say it once
                 raise group.exceptions[0] from None
     return outcomes, judge, lag
@@ -288,6 +292,9 @@ def _fill_report(report: Report, pool: TeacherPool, outcomes: Any, judge: Any) -
         report.teacher_calls["invalid"] = report.teacher_calls.get("invalid", 0) + screened
         report.extra["invalid_proposals"] = dict(sorted(outcomes.invalid.items()))
     report.agree, report.pairs = verdicts["agree"], verdicts["pair"]
+    report.hindsight = outcomes.hindsight.model_dump()
+    if outcomes.reliability is not None:  # --consensus weighted: the weights it voted with
+        report.extra["reliability"] = outcomes.reliability.model_dump()
     report.extra["early_stop"] = {"calls_saved": outcomes.calls_saved,
                                   "usd_saved": round(outcomes.usd_saved, 6)}
     if judge is not None:

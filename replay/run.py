@@ -137,9 +137,11 @@ def _teacher_flags(group: argparse._ArgumentGroup) -> None:
 
 
 def _consensus_flags(group: argparse._ArgumentGroup) -> None:
-    group.add_argument("--consensus", choices=["vote", "similarity", "judge"], default="vote",
+    group.add_argument("--consensus", choices=["vote", "similarity", "judge", "weighted"], default="vote",
                        help="vote: strict majority of equivalent actions (default); similarity: medoid "
-                            "of the largest near-equal group; judge: an LLM picks, blind")
+                            "of the largest near-equal group; judge: an LLM picks, blind; weighted: vote "
+                            "with each teacher weighed by its reliability, estimated from all the run's "
+                            "answers (Dawid-Skene), so states are decided once every answer is in")
     group.add_argument("--min-agreement", type=fraction(upper_open=True), default=0.5, metavar="F",
                        help="the winning group must hold more than this share of the voters (0.5)")
     group.add_argument("--match", choices=["exact", "intent"], default="intent",
@@ -178,6 +180,9 @@ def config_from_args(args: argparse.Namespace, argv: list[str]) -> RunConfig:
     if not args.teachers and not args.dry_run:
         raise ReplayError("no teachers: pass --teachers (e.g. --teachers gpt-5,deepseek), or --dry-run "
                           "to only ingest")
+    if args.consensus == "weighted" and args.early_stop:
+        raise ReplayError("--consensus weighted weighs every teacher's answer at every state; it cannot be "
+                          "combined with --early-stop (which skips answers by the majority rule)")
     if args.batch and args.early_stop:
         raise ReplayError("--batch asks every teacher at once; it cannot be combined with --early-stop")
     pool = None

@@ -27,7 +27,7 @@ Task = Callable[[str, int], Callable[[str], None]]  # (label, total) -> tick(inf
 
 
 async def ask_missing(data: RunData, pools: list[list[TeacherSpec]], gaps: list[tuple[int, TeacherSpec, int]],
-                      calls: Counter[str], task: Task) -> dict[str, Decide]:
+                      calls: Counter[str], task: Task, judge: bool = True) -> dict[str, Decide]:
     """Ask every gap (state index, teacher, sample) and add the answers to `data.answers`; for a
     `--consensus judge` run, judge every pool. Returns the judge's decider per pool name ({} else)."""
     from replay.pipeline import build_pool
@@ -49,7 +49,7 @@ async def ask_missing(data: RunData, pools: list[list[TeacherSpec]], gaps: list[
             for proposal in await asyncio.gather(*(one(*gap) for gap in gaps)):
                 data.answers.setdefault(proposal.state_id, []).append(proposal)
             calls.update(made=pool.stats.made, cached=pool.stats.cached, failed=pool.stats.failed)
-        if data.config.consensus.method != "judge":
+        if not judge or data.config.consensus.method != "judge":
             return {}
         return await _judge_pools(data, pools, pool, calls, task)
     finally:

@@ -19,13 +19,16 @@ from typing import Any
 from pydantic import BaseModel, Field, computed_field
 
 from consensus.intent_rules import IntentContext
-from consensus.methods import run_method
+from consensus.methods import run_method, student_match
 from consensus.result import ConsensusResult
 from consensus.validity import invalid_reasons, screen
-from ingestion.schema import Proposal, TraceState
+from consensus.weighted import Weights
+from ingestion.outcome import is_failed
+from ingestion.schema import Action, Proposal, TraceState
 from replay.ablation.pools import pool_name
-from replay.decide import settle
+from replay.decide import Settled, failed, settle
 from replay.export.pairs import PromptMemo
+from replay.hindsight import Hindsight, hindsight_tier
 from teachers.registry import TeacherSpec, split_by_family
 
 Decide = Callable[[TraceState, list[Proposal]], ConsensusResult]
@@ -48,9 +51,10 @@ def pool_proposals(teachers: Sequence[TeacherSpec], state: TraceState,
     return [t.name for t in excluded], [p for p in answers.get(state.state_id, ()) if p.teacher in names]
 
 
-def method_decider(method: str, min_agreement: float, match: str = "intent") -> Decide:
-    """A pure consensus method (`vote`, `similarity`) as a `Decide`, with the state's cwd and history
-    (the intent tier's context), as in the run.
+def method_decider(method: str, min_agreement: float, match: str = "intent",
+                   weights: Weights | None = None) -> Decide:
+    """A pure consensus method (`vote`, `similarity`, `weighted` with `weights`) as a `Decide`, with
+    the state's cwd and history (the intent tier's context), as in the run.
 
     >>> from ingestion.schema import Action
     >>> s = TraceState(state_id="s", trace_id="t", turn=0, source="claude_code", messages=[],
@@ -60,7 +64,8 @@ def method_decider(method: str, min_agreement: float, match: str = "intent") -> 
     """
     def decide(state: TraceState, proposals: list[Proposal]) -> ConsensusResult:
         cwd = state.metadata.get("cwd")
-        return run_method(method, proposals, cwd, min_agreement, match, IntentContext(cwd, state.messages))
+        return run_method(method, proposals, cwd, min_agreement, match, IntentContext(cwd, state.messages),
+                          weights)
 
     return decide
 
@@ -84,6 +89,17 @@ class PoolCounts(BaseModel):
     excluded_same_family: dict[str, int] = Field(default_factory=dict)
     cost_usd: float = 0.0           # what the pool's answers cost when first made (cache hits included)
     jaccard: float | None = None    # of its pair state_ids with the full pool's
+    hindsight: Hindsight = Field(default_factory=Hindsight)  # failed states: consensus vs recovery
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def pairs_per_usd(self) -> float | None:
+        return round(self.pairs / self.cost_usd, 4) if self.cost_usd > 0 else None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def usd_per_pair(self) -> float | None:
+        return round(self.cost_usd / self.pairs, 6) if self.pairs else None
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -128,11 +144,25 @@ _VERDICT_FIELD = {"all_teachers_excluded": "all_teachers_excluded", "abstained":
                   "agree": "agree", "pair": "pairs", "failed": "unanswered"}  # failed: no usable answer
 
 
+def _verdict(state: TraceState, proposals: list[Proposal], result: ConsensusResult, match: str) -> Settled:
+    """`settle` without building the pair's row (counts only: Shapley values, sampled pools)."""
+    if failed(proposals):
+        return Settled("failed", None)
+    if not result.reached or result.action is None:
+        return Settled("abstained", None)
+    cwd = state.metadata.get("cwd")
+    student = student_match(state.student_action, result, cwd, match, IntentContext(cwd, state.messages))
+    return Settled("agree" if student is not None else "pair", None, student)
+
+
 def evaluate_pool(teachers: Sequence[TeacherSpec], states: Sequence[TraceState],
                   answers: Mapping[str, Sequence[Proposal]], decide: Decide,
                   allow_same_family: bool = False, memo: PromptMemo | None = None,
-                  match: str = "intent") -> PoolResult:
-    """What the pool `teachers` decides at every state, from the answers it already has.
+                  match: str = "intent", recoveries: Mapping[str, Action] | None = None,
+                  rows: bool = True) -> PoolResult:
+    """What the pool `teachers` decides at every state, from the answers it already has; with
+    `recoveries` (failed state id → the student's recovery action, `replay.hindsight`) its hindsight
+    agreement too. `rows=False` counts without building the DPO rows.
 
     >>> from ingestion.schema import Action, ToolCall
     >>> bash = lambda cmd: Action(tool_calls=[ToolCall(id="1", name="Bash", arguments={"command": cmd})])
@@ -147,30 +177,47 @@ def evaluate_pool(teachers: Sequence[TeacherSpec], states: Sequence[TraceState],
     names = [t.name for t in teachers]
     tally: Counter[str] = Counter()
     excluded: Counter[str] = Counter()
-    rows: list[dict[str, Any]] = []
+    out_rows: list[dict[str, Any]] = []
+    pair_ids: list[str] = []
     cost = 0.0
+    hindsight = Hindsight()
+    recoveries = recoveries or {}
     for state in states:
         out, proposals = pool_proposals(teachers, state, answers, allow_same_family)
         excluded.update(out)
+        was_failed = is_failed(state.metadata.get("outcome"))
+        recovery = recoveries.get(state.state_id)
         if len(out) == len(names):
             tally["all_teachers_excluded"] += 1
+            hindsight.add(was_failed, recovery is not None, False, None)
             continue
         if not proposals:
             tally["unanswered"] += 1
+            hindsight.add(was_failed, recovery is not None, False, None)
             continue
         cost += sum(p.cost_usd for p in proposals)
         proposals = screen(proposals, state.tools)  # as the run does; answers asked here are new to it
         tally["invalid"] += sum(invalid_reasons(proposals).values())
         result = decide(state, proposals)
-        settled = settle(state, proposals, result, memo, match)
+        settled = settle(state, proposals, result, memo, match) if rows else \
+            _verdict(state, proposals, result, match)
         tally[_VERDICT_FIELD[settled.verdict]] += 1
         if settled.verdict in ("agree", "pair"):
             tally["reached_exact" if result.match in (None, "exact") else "reached_intent"] += 1
+        if settled.verdict == "pair":
+            pair_ids.append(state.state_id)
         if settled.row is not None:
-            rows.append(settled.row)
+            out_rows.append(settled.row)
+        if was_failed:
+            cwd = state.metadata.get("cwd")
+            reached = settled.verdict in ("agree", "pair")
+            tier = hindsight_tier(result, recovery, cwd, IntentContext(cwd, state.messages)) \
+                if recovery is not None and reached else None
+            hindsight.add(True, recovery is not None, reached, tier)
     counts = PoolCounts(pool=pool_name(names), teachers=names, states=len(states), **tally,
-                        excluded_same_family=dict(sorted(excluded.items())), cost_usd=round(cost, 6))
-    return PoolResult(counts, rows, frozenset(row["state_id"] for row in rows))
+                        excluded_same_family=dict(sorted(excluded.items())), cost_usd=round(cost, 6),
+                        hindsight=hindsight)
+    return PoolResult(counts, out_rows, frozenset(pair_ids))
 
 
 def jaccard(a: frozenset[str] | set[str], b: frozenset[str] | set[str]) -> float:

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from replay.ablation.evaluate import Decide, PoolCounts, evaluate_pool, jaccard, method_decider
+from ingestion.schema import Action
+from replay.ablation.evaluate import Decide, PoolCounts, evaluate_pool, jaccard
 from replay.ablation.load import AblateConfig, RunData
 from replay.ablation.pools import AblationError, pool_dirname, pool_name
 from replay.export.card import source_kinds
@@ -36,6 +37,10 @@ class _Job:
     data: RunData
     pools: list[list[TeacherSpec]]
     deciders: dict[str, Decide]
+    decide: Decide                       # every pool's, unless `deciders` has its judge's
+    method: str
+    min_agreement: float
+    recoveries: dict[str, Action]        # failed state id → the student's recovery (hindsight)
 
 
 _JOB: _Job | None = None  # set while forked workers run; they read it rather than receive it
@@ -57,11 +62,13 @@ def workers(pools: int) -> int:
 
 
 def evaluate_pools(config: AblateConfig, data: RunData, pools: list[list[TeacherSpec]],
-                   deciders: dict[str, Decide], task: Callable[[str, int], Callable[[str], None]]
+                   deciders: dict[str, Decide], task: Callable[[str, int], Callable[[str], None]],
+                   decide: Decide, method: str, min_agreement: float, recoveries: dict[str, Action]
                    ) -> tuple[list[PoolCounts], list[str]]:
     """Counts and folder name per pool, in pool order; Jaccard against the first (full) pool."""
     global _JOB
-    job = _Job(config.out_dir, config.command, config.run, data, pools, deciders)
+    job = _Job(config.out_dir, config.command, config.run, data, pools, deciders, decide, method,
+               min_agreement, recoveries)
     tick = task("pools", len(pools))
     results: list[tuple[PoolCounts, frozenset[str], str] | None] = [None] * len(pools)
     count = workers(len(pools))
@@ -112,11 +119,10 @@ def _write_pool(job: _Job, number: int) -> tuple[PoolCounts, frozenset[str], str
 
     specs = job.pools[number]
     consensus = job.data.config.consensus
-    decide = job.deciders.get(pool_name([s.name for s in specs])) or \
-        method_decider(consensus.method, consensus.min_agreement, consensus.match)
+    decide = job.deciders.get(pool_name([s.name for s in specs])) or job.decide
     allow_same_family = job.data.config.pool.allow_same_family  # type: ignore[union-attr]
     result = evaluate_pool(specs, job.data.states, job.data.answers, decide, allow_same_family,
-                           _PROMPTS, consensus.match)
+                           _PROMPTS, consensus.match, job.recoveries)
     folder = job.out / pool_dirname(result.counts.teachers)
     quiet = not datasets.is_progress_bar_enabled()
     datasets.disable_progress_bars()  # one bar per pool, from us, not a "Saving the dataset" bar each
@@ -136,8 +142,9 @@ def _card_info(job: _Job, counts: PoolCounts, rows: list[dict[str, Any]]) -> dic
         "pairs": counts.pairs, "sources": source_kinds(rows),  # the card names no local path
         "student_models": sorted({r["student_model"] for r in rows if r.get("student_model")}),
         "teachers": counts.teachers, "excluded_teachers": counts.excluded_same_family,
-        "method": config.consensus.method, "min_agreement": config.consensus.min_agreement,
+        "method": job.method, "min_agreement": job.min_agreement,
         "match": config.consensus.match, "confidence": confidence(rows),
+        "hindsight": counts.hindsight.model_dump(),
         "counts": {"states": counts.states, "all_teachers_excluded": counts.all_teachers_excluded,
                    "unanswered": counts.unanswered, "abstained": counts.abstained, "agree": counts.agree,
                    "pairs": counts.pairs},

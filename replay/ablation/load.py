@@ -35,6 +35,10 @@ class AblateConfig(StrictModel):
     allow_calls: bool = False
     allow_missing: bool = False
     command: str = ""
+    consensus: str | None = None        # the method to decide with (default: the run's)
+    min_agreement: float | None = None  # default: the run's
+    recommend: float | None = None      # margin for --recommend (None: no recommendation)
+    permutations: int = 200             # sampled Shapley orders beyond 8 teachers
 
     @property
     def out_dir(self) -> Path:

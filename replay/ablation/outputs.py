@@ -26,11 +26,13 @@ CSV_FILE, MARKDOWN_FILE, AGREEMENT_FILE, PLOT_FILE = "ablation.csv", "ablation.m
 CSV_COLUMNS = ("pool", "teachers", "size", "states", "voted", "all_teachers_excluded", "unanswered",
                "reached", "abstained", "agree", "pairs", "consensus_rate", "abstain_rate", "agree_rate",
                "cost_usd", "jaccard_full", "excluded_same_family", "dataset", "reached_exact",
-               "reached_intent", "invalid")
+               "reached_intent", "invalid", "hindsight_failed", "hindsight_states", "hindsight_reached",
+               "hindsight_exact", "hindsight_intent", "hindsight_exact_rate", "hindsight_intent_rate",
+               "failed_reached_rate", "pairs_per_usd", "usd_per_pair", "pareto")
 
 
-def csv_row(counts: PoolCounts, folder: str) -> dict[str, Any]:
-    """One pool as a row of ablation.csv.
+def csv_row(counts: PoolCounts, folder: str, pareto: bool | None = None) -> dict[str, Any]:
+    """One pool as a row of ablation.csv (`pareto`: on the cost frontier, when it was computed).
 
     >>> row = csv_row(PoolCounts(pool="a+b", teachers=["a", "b"], states=3, agree=1, pairs=1,
     ...                          abstained=1, excluded_same_family={"b": 2}), "a+b")
@@ -41,11 +43,15 @@ def csv_row(counts: PoolCounts, folder: str) -> dict[str, Any]:
     row = {key: data.get(key) for key in CSV_COLUMNS}
     row.update(teachers=" ".join(counts.teachers), size=len(counts.teachers), jaccard_full=counts.jaccard,
                excluded_same_family=" ".join(f"{k}:{v}" for k, v in counts.excluded_same_family.items()),
-               dataset=f"{folder}/dataset")
+               dataset=f"{folder}/dataset", pareto="" if pareto is None else pareto)
+    h = counts.hindsight
+    row.update(hindsight_failed=h.failed, hindsight_states=h.states, hindsight_reached=h.reached,
+               hindsight_exact=h.exact, hindsight_intent=h.intent, hindsight_exact_rate=h.exact_rate,
+               hindsight_intent_rate=h.intent_rate, failed_reached_rate=h.reached_rate)
     return row
 
 
-def csv_text(rows: list[PoolCounts], dirs: list[str]) -> str:
+def csv_text(rows: list[PoolCounts], dirs: list[str], pareto: dict[str, bool] | None = None) -> str:
     """ablation.csv: a header, then one line per pool, the full pool first.
 
     >>> csv_text([PoolCounts(pool="a", teachers=["a"])], ["a"]).splitlines()[1][:12]
@@ -54,7 +60,9 @@ def csv_text(rows: list[PoolCounts], dirs: list[str]) -> str:
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=CSV_COLUMNS, lineterminator="\n")
     writer.writeheader()
-    writer.writerows(csv_row(counts, folder) for counts, folder in zip(rows, dirs, strict=True))
+    pareto = pareto or {}
+    writer.writerows(csv_row(counts, folder, pareto.get(counts.pool))
+                     for counts, folder in zip(rows, dirs, strict=True))
     return buffer.getvalue()
 
 
@@ -83,6 +91,10 @@ def _percent(value: float) -> str:
     return f"{100 * value:.1f}%"
 
 
+def _maybe(value: float | None) -> str:
+    return "n/a" if value is None else _percent(value)
+
+
 def _number(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.2f}"
 
@@ -109,14 +121,18 @@ def markdown_text(ablation: Ablation) -> str:
         lines += [f"**{ablation.missing} answers the early-stop run never asked were counted as no vote** "
                   f"(--allow-missing): pools of the teachers asked last are biased.", ""]
     lines += ["| pool | teachers | voted | consensus | abstain | agree w/ student | pairs | USD | "
-              "Jaccard vs full | excluded | exact / intent |",
-              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+              "Jaccard vs full | excluded | exact / intent | hindsight intent / exact | failed reached | "
+              "pairs/USD | USD/pair |",
+              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for row, folder in zip(ablation.rows, ablation.dirs, strict=True):
+        h = row.hindsight
         lines.append(f"| [{row.pool}]({folder}/README.md) | {len(row.teachers)} | {row.voted} | "
                      f"{_percent(row.consensus_rate)} | {_percent(row.abstain_rate)} | "
                      f"{_percent(row.agree_rate)} | {row.pairs} | {row.cost_usd:.4f} | "
                      f"{_number(row.jaccard)} | {row.all_teachers_excluded} | "
-                     f"{row.reached_exact} / {row.reached_intent} |")
+                     f"{row.reached_exact} / {row.reached_intent} | {_maybe(h.intent_rate)} / "
+                     f"{_maybe(h.exact_rate)} | {_maybe(h.reached_rate)} | {_number(row.pairs_per_usd)} | "
+                     f"{'n/a' if row.usd_per_pair is None else f'{row.usd_per_pair:.6f}'} |")
     lines += ["", "- **voted**: states the pool decided on (consensus or abstention); **excluded**: states "
               "where every teacher of the pool shares the student's family (never asked, as in "
               "`replay.run`).",
@@ -126,7 +142,13 @@ def markdown_text(ablation: Ablation) -> str:
               "compare whatever the cache held.",
               "- **Jaccard vs full**: overlap of the pool's pairs (by state_id) with the full pool's.",
               "- **exact / intent**: states with a consensus reached at the exact tier (the same canonical "
-              "action) / only at the intent tier (the same intent, written differently).", ""]
+              "action) / only at the intent tier (the same intent, written differently).",
+              f"- **hindsight**: of the {ablation.rows[0].hindsight.states} states where the student's "
+              "action failed and its next turn corrected it, the share where the pool's consensus was that "
+              "correction (intent tier / exact tier; no consensus counts as no match); **failed "
+              "reached**: the share of "
+              "those states where the pool reached a consensus. Each teacher's share, reliability, the cost "
+              "frontier and the asking order: [teachers.md](teachers.md).", ""]
     lines += _matrix_lines(ablation.agreement)
     if ablation.agreement_intent is not None:
         lines += _matrix_lines(ablation.agreement_intent)
@@ -237,10 +259,14 @@ def _cmap(name: str) -> Any:
 
 
 def write_outputs(ablation: Ablation) -> None:
-    """All four files into `ablation.out`."""
+    """All the files into `ablation.out`: these four, then the judging ones (`replay.ablation.judging`)."""
+    from replay.ablation.judging import write_judging
+
     out = Path(ablation.out)
     out.mkdir(parents=True, exist_ok=True)
-    write_text(out / CSV_FILE, csv_text(ablation.rows, ablation.dirs))
+    pareto = {p.pool: p.pareto for p in ablation.quality.frontier} if ablation.quality else None
+    write_text(out / CSV_FILE, csv_text(ablation.rows, ablation.dirs, pareto))
     write_text(out / AGREEMENT_FILE, agreement_csv_text(ablation.agreement, ablation.agreement_intent))
     write_text(out / MARKDOWN_FILE, markdown_text(ablation))
     write_plot(ablation, out / PLOT_FILE)
+    write_judging(ablation, out)

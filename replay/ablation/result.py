@@ -8,6 +8,7 @@ from pydantic import BaseModel, Field
 
 from replay.ablation.agreement import AgreementMatrix
 from replay.ablation.evaluate import PoolCounts
+from replay.ablation.quality import Quality
 
 
 class Ablation(BaseModel):
@@ -22,5 +23,7 @@ class Ablation(BaseModel):
     agreement_intent: AgreementMatrix | None = None  # the same teachers at the intent tier
     calls: dict[str, int] = Field(default_factory=lambda: {"made": 0, "cached": 0, "failed": 0})
     missing: int = 0  # answers counted as no vote (--allow-missing)
+    min_agreement: float = 0.5
+    quality: Quality | None = None  # reliability, shares, frontier, asking orders (replay.ablation.quality)
 
 

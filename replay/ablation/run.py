@@ -19,10 +19,12 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from replay.ablation.agreement import agreement_matrix
-from replay.ablation.evaluate import Decide
+from replay.ablation.evaluate import Decide, method_decider
 from replay.ablation.load import AblateConfig, choose_pools, gaps_message, load_run, missing_answers
 from replay.ablation.pools import AblationError
+from replay.ablation.quality import assess, estimate_reliability
 from replay.ablation.result import Ablation
+from replay.hindsight import read_recoveries
 
 
 @contextmanager
@@ -48,8 +50,12 @@ def ablate(config: AblateConfig, console: Console | None = None) -> Ablation:
     data = load_run(config.run)
     pools = choose_pools(config, data.specs)
     options = data.config.pool
-    method = data.config.consensus.method
+    method = config.consensus or data.config.consensus.method
+    min_agreement = data.config.consensus.min_agreement if config.min_agreement is None \
+        else config.min_agreement
     assert options is not None  # load_run refused runs without teachers
+    if method == "judge" and data.config.consensus.method != "judge":
+        raise AblationError("--consensus judge needs a run made with --consensus judge (its --judge)")
     if method == "judge" and not config.allow_calls:
         raise AblationError("this run used --consensus judge: a pool's consensus needs a judge call, so "
                             "pass --allow-calls (judgements are cached; the full pool's cost nothing)")
@@ -67,13 +73,22 @@ def ablate(config: AblateConfig, console: Console | None = None) -> Ablation:
         if (gaps and config.allow_calls) or method == "judge":
             from replay.ablation.calls import ask_missing
 
-            deciders = asyncio.run(ask_missing(data, pools, gaps if config.allow_calls else [], calls, task))
-        rows, dirs = evaluate_pools(config, data, pools, deciders, task)
+            deciders = asyncio.run(ask_missing(data, pools, gaps if config.allow_calls else [], calls, task,
+                                               method == "judge"))
+        # Reliability from the full pool's answers, once: the weights of every pool's weighted vote.
+        reliability, items = estimate_reliability(data, pools[0])
+        recoveries = read_recoveries(config.run)  # among all the run's states, asked or not
+        decide = method_decider(method, min_agreement, data.config.consensus.match, reliability.weight)
+        rows, dirs = evaluate_pools(config, data, pools, deciders if method == "judge" else {}, task,
+                                    decide, method, min_agreement, recoveries)
+        quality = assess(data, pools[0], rows, method, min_agreement, reliability, items, recoveries,
+                         config.recommend, config.permutations)
     names = [spec.name for spec in data.specs]
     result = Ablation(run=config.run, out=config.out_dir, method=method, rows=rows, dirs=dirs,
                       agreement=agreement_matrix(data.states, data.answers, names),
                       agreement_intent=agreement_matrix(data.states, data.answers, names, "intent"),
-                      calls={k: calls[k] for k in ("made", "cached", "failed")}, missing=missing)
+                      calls={k: calls[k] for k in ("made", "cached", "failed")}, missing=missing,
+                      min_agreement=min_agreement, quality=quality)
     write_outputs(result)
     return result
 

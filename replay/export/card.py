@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from replay.export.pairs import PAIR_COLUMNS
+from replay.hindsight import hindsight_lines
 from replay.options import RunConfig
 from replay.report import Report
 
@@ -45,7 +46,7 @@ _PROVENANCE = (("sources", "Sources"), ("student_models", "Student models"), ("t
                ("method", "Consensus method"), ("min_agreement", "Minimum agreement"))
 _KNOWN = {key for key, _ in _PROVENANCE} | {"pairs", "counts", "cost_usd", "command", "pretty_name",
                                            "license", "lengths", "templates", "max_length", "splits",
-                                           "columns", "confidence", "unpriced"}
+                                           "columns", "confidence", "unpriced", "hindsight"}
 _INTRO = """DPO preference pairs made by teacher-replay: at each assistant turn of an agent trace, a pool of
 teacher LLMs answered; their consensus is `chosen`, the student's real action is `rejected`."""
 # Flags whose value is a local path; tokenizers may also be Hub names (`org/name`, kept).
@@ -198,6 +199,7 @@ def card_text(info: Mapping[str, Any]) -> str:
     lines += ["", "## Counts", "", "| count | n |", "|---|---|", f"| pairs | {pairs} |"]
     lines += [f"| {k} | {_show(v)} |" for k, v in counts.items() if k != "pairs"]
     lines += confidence_lines(info.get("confidence"))
+    lines += hindsight_lines(info.get("hindsight"))
     if splits := info.get("splits"):
         lines += ["", "Splits (grouped by `trace_id`, no trace in two splits): " + _show(splits) + "."]
     lines += ["", "## Columns", "", "| column | what |", "|---|---|"]
@@ -252,6 +254,7 @@ def run_card_info(config: RunConfig, rows: list[dict[str, Any]], report: Report)
                    "pairs": report.pairs, "preflight_dropped": report.preflight_dropped,
                    **{f"dropped: {reason}": n for reason, n in dropped.items()}},
         "cost_usd": report.cost_usd, "unpriced": report.extra.get("unpriced", {}), "command": config.command,
+        "hindsight": report.hindsight,
         "lengths": lengths, "max_length": train_length(lengths, config.export.max_length),
         "templates": report.extra.get("preflight_templates", {}), "splits": report.extra.get("splits"),
         "redaction": (f"on: {sum(report.redactions.values())} secrets replaced by [REDACTED:<rule>:<tag>] "
