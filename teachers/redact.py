@@ -52,6 +52,8 @@ def _char_offsets(text: str, data: bytes, spans: list[tuple[int, int, Rule]]) ->
 
 
 def _first_group(match: Any, rule: Rule) -> int:
+    if rule.whole_match:
+        return 0
     if rule.secret_group:
         return rule.secret_group
     groups = match.groups()
@@ -62,6 +64,7 @@ def _direct(text: str) -> list[Span]:
     rules = rule_set()
     data = text.encode("utf-8", "surrogatepass")
     found: list[tuple[int, int, Rule]] = []
+    deferring: list[tuple[int, int, Rule, int]] = []
     for rule in rules.candidates(data.lower()):
         for match in rule.regex.finditer(data):
             group = _first_group(match, rule)
@@ -80,8 +83,18 @@ def _direct(text: str) -> list[Span]:
             quoted = start > 0 and data[start - 1:start] in (b'"', b"'", b"`")
             if rule.judge and not plausible(secret, rule.judge, quoted):
                 continue
-            found.append((start, end, rule))
+            if rule.defers:
+                deferring.append((start, end, rule, match.start()))
+            else:
+                found.append((start, end, rule))
+    found += [(s, e, r) for s, e, r, m in deferring if not _deferred(data[m:s].lower(), s, e, found, rules)]
     return _char_offsets(text, data, found)
+
+
+def _deferred(name: bytes, start: int, end: int, found: list[tuple[int, int, Rule]], rules: Any) -> bool:
+    """Whether the name before a value spells a service whose own rule does not find that value."""
+    owners = {rules.rules[i] for word, ids in rules.services if word in name for i in ids}
+    return bool(owners) and not any(r in owners and s < end and start < e for s, e, r in found)
 
 
 def _unescape(text: str) -> tuple[str, list[tuple[int, int, int, int]]]:
@@ -209,7 +222,7 @@ def redact_found(text: str, key: bytes | None = None) -> tuple[str, tuple[tuple[
 def redact_text(text: str, key: bytes | None = None) -> tuple[str, Counter[str]]:
     """`text` with every secret replaced by a placeholder, and the count of each kind (rule id).
 
-    >>> redact_text("OPENAI_API_KEY=sk-proj-Abcdefghij0123456789klmnopqrstuv\\nDEBUG=true")
+    >>> redact_text("OPENAI_API_KEY=sk-proj-Qx8fK2mZp9Lr4Tw7Yc1Vb6Nd3Hs5Jg0a\\nDEBUG=true")
     ('OPENAI_API_KEY=[REDACTED:openai-key]\\nDEBUG=true', Counter({'openai-key': 1}))
     >>> redact_text("sort_key=lambda row: row[0]  # KEY_FILE=/etc/ssl/server.key")[1]
     Counter()

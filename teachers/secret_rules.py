@@ -52,7 +52,9 @@ class Rule:
     keywords: tuple[str, ...] = ()
     allowlists: tuple[Allowlist, ...] = ()
     generic: bool = False            # loses to a specific rule on the same span
-    judge: bool = False              # the value must look like a secret (teachers.secret_values)
+    judge: str = ""                  # how the value must look like a secret (teachers.secret_values)
+    whole_match: bool = False        # the secret group is a fragment: the whole match is the secret
+    defers: bool = False             # yields to a service's own rule named in the match (defer_to_named)
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,7 @@ class RuleSet:
     keyword_set: Any                 # re2.Set over every keyword
     keyword_rules: tuple[tuple[int, ...], ...]   # keyword index -> rules it enables
     allowlists: tuple[Allowlist, ...]            # global
+    services: tuple[tuple[bytes, tuple[int, ...]], ...] = ()  # service keyword -> its specific rules
 
     def candidates(self, lowered: bytes) -> list[Rule]:
         """The rules whose keywords occur in `lowered` (one pass of an RE2 set), plus keyword-less ones."""
@@ -115,17 +118,41 @@ def _allowlists(entries: list[dict[str, Any]]) -> tuple[Allowlist, ...]:
     return tuple(out)
 
 
-def _rule(raw: dict[str, Any], extra_allow: list[dict[str, Any]], generic: set[str]) -> Rule:
-    return Rule(id=raw["id"], regex=_compile(raw["regex"]), secret_group=int(raw.get("secretGroup", 0)),
+def _rule(raw: dict[str, Any], extra_allow: list[dict[str, Any]], generic: set[str],
+          whole: frozenset[str] = frozenset(), defers: frozenset[str] = frozenset()) -> Rule:
+    return Rule(whole_match=raw["id"] in whole, defers=raw["id"] in defers, id=raw["id"],
+                regex=_compile(raw["regex"]), secret_group=int(raw.get("secretGroup", 0)),
                 entropy=float(raw.get("entropy", 0.0)),
                 keywords=tuple(k.lower() for k in raw.get("keywords", [])),
                 allowlists=_allowlists(list(raw.get("allowlists", [])) + extra_allow),
-                generic=raw["id"] in generic or "generic" in raw["id"], judge=bool(raw.get("judge", False)))
+                generic=raw["id"] in generic or "generic" in raw["id"], judge=str(raw.get("judge", "")))
 
 
 def _read(name: str) -> dict[str, Any]:
     with config_path(name).open("rb") as handle:
         return tomllib.load(handle)
+
+
+def _build(raws: list[dict[str, Any]], extra: dict[str, list[dict[str, Any]]], generic: set[str],
+           glob: list[dict[str, Any]], whole: frozenset[str] = frozenset(),
+           defer: dict[str, Any] | None = None) -> RuleSet:
+    defer = defer or {}
+    rules = tuple(_rule(raw, extra.get(raw["id"], []), generic, whole, frozenset(defer.get("rules", [])))
+                  for raw in raws)
+    keywords = sorted({k for rule in rules for k in rule.keywords})
+    keyword_set = _word_set(keywords)
+    index = {word: i for i, word in enumerate(keywords)}
+    enabled: list[list[int]] = [[] for _ in keywords]
+    for i, rule in enumerate(rules):
+        for word in rule.keywords:
+            enabled[index[word]].append(i)
+    plain = set(defer.get("not_a_service", []))
+    services = tuple((word.encode(), tuple(i for i in enabled[index[word]] if not rules[i].generic
+                                           and not rules[i].judge))
+                     for word in keywords if len(word) >= 4 and word not in plain and defer)
+    return RuleSet(rules=rules, always=tuple(i for i, r in enumerate(rules) if not r.keywords),
+                   keyword_set=keyword_set, keyword_rules=tuple(tuple(e) for e in enabled),
+                   allowlists=_allowlists(glob), services=tuple(s for s in services if s[1]))
 
 
 @lru_cache(maxsize=1)
@@ -138,16 +165,20 @@ def rule_set() -> RuleSet:
     for entry in ours.get("allowlists", []):
         for rule_id in entry["rules"]:
             extra.setdefault(rule_id, []).append({k: v for k, v in entry.items() if k != "rules"})
+    by_id = {r["id"]: r for r in theirs["rules"]}
+    for source, targets in ours.get("inherit_allowlists", {}).items():
+        for rule_id in targets:  # a rule of ours leaves alone what gitleaks' rule of the same kind allows
+            extra.setdefault(rule_id, []).extend(by_id[source].get("allowlists", []))
     raws = [r for r in theirs["rules"] if r.get("regex") and r["id"] not in disabled] + ours["rules"]
-    rules = tuple(_rule(raw, extra.get(raw["id"], []), generic) for raw in raws)
-    keywords = sorted({k for rule in rules for k in rule.keywords})
-    keyword_set = _word_set(keywords)
-    index = {word: i for i, word in enumerate(keywords)}
-    enabled: list[list[int]] = [[] for _ in keywords]
-    for i, rule in enumerate(rules):
-        for word in rule.keywords:
-            enabled[index[word]].append(i)
     glob = [theirs.get("allowlist", {}), *theirs.get("allowlists", []), *ours.get("global_allowlists", [])]
-    return RuleSet(rules=rules, always=tuple(i for i, r in enumerate(rules) if not r.keywords),
-                   keyword_set=keyword_set, keyword_rules=tuple(tuple(e) for e in enabled),
-                   allowlists=_allowlists(glob))
+    return _build(raws, extra, generic, glob, frozenset(ours.get("whole_match", [])),
+                  ours.get("defer_to_named", {}))
+
+
+@lru_cache(maxsize=1)
+def gitleaks_rule_set() -> RuleSet:
+    """gitleaks' default config alone, as gitleaks reads it (no rule of ours, nothing switched off):
+    what `tests/gitleaks_cases.py` measures our rules against."""
+    theirs = _read("gitleaks.toml")
+    raws = [r for r in theirs["rules"] if r.get("regex")]
+    return _build(raws, {}, set(), [theirs.get("allowlist", {}), *theirs.get("allowlists", [])])
