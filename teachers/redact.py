@@ -37,6 +37,7 @@ _STRUCTURAL = frozenset({"role", "type", "id", "tool_call_id", "name"})
 _ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|x([0-9a-fA-F]{2})|([nrt\"\\/']))")
 _SIMPLE = {"n": "\n", "r": "\r", "t": "\t", '"': '"', "\\": "\\", "/": "/", "'": "'"}
 _BASE64 = re.compile(r"[A-Za-z0-9+/_-]{24,}={0,2}")
+_ENCODED = re.compile(r"[0-9+/]")
 _WRAP = re.compile(r"(?:\\?\r?\n|\\n)(?:[ \t]*\d+(?:\t|→))?[ \t]*([A-Za-z0-9_+/-]{6,}={0,2})"
                    r"(?=$|[\s\"'`]|\\n)")
 _DEPTH = 2  # views of views: an escaped string inside an escaped string, base64 inside JSON
@@ -65,7 +66,7 @@ def _direct(text: str) -> list[Span]:
     data = text.encode("utf-8", "surrogatepass")
     found: list[tuple[int, int, Rule]] = []
     deferring: list[tuple[int, int, Rule, int]] = []
-    for rule in rules.candidates(data.lower()):
+    for rule in rules.candidates(data.lower(), data):
         for match in rule.regex.finditer(data):
             group = _first_group(match, rule)
             start, end = match.span(group)
@@ -87,14 +88,29 @@ def _direct(text: str) -> list[Span]:
                 deferring.append((start, end, rule, match.start()))
             else:
                 found.append((start, end, rule))
-    found += [(s, e, r) for s, e, r, m in deferring if not _deferred(data[m:s].lower(), s, e, found, rules)]
+    if deferring:
+        found += _undeferred(data, deferring, found, rules)
     return _char_offsets(text, data, found)
 
 
-def _deferred(name: bytes, start: int, end: int, found: list[tuple[int, int, Rule]], rules: Any) -> bool:
-    """Whether the name before a value spells a service whose own rule does not find that value."""
-    owners = {rules.rules[i] for word, ids in rules.services if word in name for i in ids}
-    return bool(owners) and not any(r in owners and s < end and start < e for s, e, r in found)
+def _undeferred(data: bytes, deferring: list[tuple[int, int, Rule, int]], found: list[tuple[int, int, Rule]],
+                rules: Any) -> list[tuple[int, int, Rule]]:
+    """The findings of name-keyed rules whose name spells no service, or one whose own rule finds the
+    same value (configs/redact.toml `defer_to_named`)."""
+    lowered = data.lower()
+    words = [(word, {rules.rules[i].id for i in ids}) for word, ids in rules.services if word in lowered]
+    if not words:
+        return [(s, e, r) for s, e, r, _ in deferring]
+    spans: dict[str, list[tuple[int, int]]] = {}
+    for s, e, r in found:
+        spans.setdefault(r.id, []).append((s, e))
+    kept = []
+    for start, end, rule, match_start in deferring:
+        name = lowered[match_start:start]
+        owners = {rule_id for word, ids in words if word in name for rule_id in ids}
+        if not owners or any(s < end and start < e for o in owners for s, e in spans.get(o, ())):
+            kept.append((start, end, rule))
+    return kept
 
 
 def _unescape(text: str) -> tuple[str, list[tuple[int, int, int, int]]]:
@@ -129,7 +145,7 @@ def _to_original(pos: int, pieces: list[tuple[int, int, int, int]], starts: list
 
 
 def _decoded_base64(run: str) -> str | None:
-    if not any(c.isdigit() or c in "+/" for c in run):
+    if _ENCODED.search(run) is None:
         return None  # an identifier or a word, not an encoding
     alphabet = "-_" if ("-" in run or "_" in run) else "+/"
     try:
@@ -137,7 +153,10 @@ def _decoded_base64(run: str) -> str | None:
         text = raw.decode("utf-8")
     except ValueError:
         return None
-    printable = sum(c.isprintable() or c in "\n\r\t" for c in text[:4096])
+    head = text[:4096]
+    if head.isprintable():
+        return text if len(text) >= 12 else None
+    printable = sum(c.isprintable() or c in "\n\r\t" for c in head)
     return text if len(text) >= 12 and printable >= 0.95 * min(len(text), 4096) else None
 
 

@@ -11,6 +11,7 @@ the match or the line; stopwords), and the global allowlist. Rules bound to file
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import tomllib
 from collections import Counter
@@ -19,6 +20,7 @@ from functools import lru_cache
 from typing import Any
 
 from configs import config_path
+from teachers import secret_prefilter
 
 
 @dataclass(frozen=True)
@@ -65,13 +67,20 @@ class RuleSet:
     keyword_rules: tuple[tuple[int, ...], ...]   # keyword index -> rules it enables
     allowlists: tuple[Allowlist, ...]            # global
     services: tuple[tuple[bytes, tuple[int, ...]], ...] = ()  # service keyword -> its specific rules
+    prefilter: Any = None            # teachers.secret_prefilter scan over the raw bytes, or None
+    covered: frozenset[int] = frozenset()        # rules the prefilter speaks for
 
-    def candidates(self, lowered: bytes) -> list[Rule]:
-        """The rules whose keywords occur in `lowered` (one pass of an RE2 set), plus keyword-less ones."""
+    def candidates(self, lowered: bytes, data: bytes | None = None) -> list[Rule]:
+        """The rules whose keywords occur in `lowered` (one pass of an RE2 set), plus keyword-less ones;
+        given the text itself, only those the prefilter says may match it (one more pass, for all)."""
         hits = self.keyword_set.Match(lowered) or ()
+        if not hits and not self.always:
+            return []
         chosen = set(self.always)
         for index in hits:
             chosen.update(self.keyword_rules[index])
+        if self.prefilter is not None and data is not None:
+            chosen -= self.covered - self.prefilter(data)
         return [self.rules[i] for i in sorted(chosen)]
 
 
@@ -171,8 +180,12 @@ def rule_set() -> RuleSet:
             extra.setdefault(rule_id, []).extend(by_id[source].get("allowlists", []))
     raws = [r for r in theirs["rules"] if r.get("regex") and r["id"] not in disabled] + ours["rules"]
     glob = [theirs.get("allowlist", {}), *theirs.get("allowlists", []), *ours.get("global_allowlists", [])]
-    return _build(raws, extra, generic, glob, frozenset(ours.get("whole_match", [])),
-                  ours.get("defer_to_named", {}))
+    rules = _build(raws, extra, generic, glob, frozenset(ours.get("whole_match", [])),
+                   ours.get("defer_to_named", {}))
+    built = secret_prefilter.build([raw["regex"].encode() for raw in raws])
+    if built is None:
+        return rules
+    return dataclasses.replace(rules, prefilter=built[0], covered=built[1])
 
 
 @lru_cache(maxsize=1)
