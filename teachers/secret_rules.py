@@ -16,7 +16,7 @@ import math
 import tomllib
 from collections import Counter
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Any
 
 from configs import config_path
@@ -96,13 +96,15 @@ def shannon_entropy(data: str) -> float:
     return max(0.0, -sum(n / size * math.log2(n / size) for n in Counter(data).values()))
 
 
+@cache  # our rules share gitleaks' allowlists: each is compiled once
 def _compile(pattern: str) -> Any:
     import re2
 
     return re2.compile(pattern.encode())
 
 
-def _word_set(words: list[str]) -> Any:
+@cache
+def _word_set(words: tuple[str, ...]) -> Any:
     import re2
 
     found = re2.Set.SearchSet()
@@ -123,7 +125,7 @@ def _allowlists(entries: list[dict[str, Any]]) -> tuple[Allowlist, ...]:
             continue  # would need a path to match
         regex = _compile("|".join(f"(?:{r})" for r in regexes)) if regexes else None
         out.append(Allowlist(entry.get("regexTarget", "secret"), regex,
-                             _word_set(stopwords) if stopwords else None, all_of))
+                             _word_set(tuple(stopwords)) if stopwords else None, all_of))
     return tuple(out)
 
 
@@ -149,7 +151,7 @@ def _build(raws: list[dict[str, Any]], extra: dict[str, list[dict[str, Any]]], g
     rules = tuple(_rule(raw, extra.get(raw["id"], []), generic, whole, frozenset(defer.get("rules", [])))
                   for raw in raws)
     keywords = sorted({k for rule in rules for k in rule.keywords})
-    keyword_set = _word_set(keywords)
+    keyword_set = _word_set(tuple(keywords))
     index = {word: i for i, word in enumerate(keywords)}
     enabled: list[list[int]] = [[] for _ in keywords]
     for i, rule in enumerate(rules):

@@ -150,3 +150,37 @@ def test_gitleaks_false_positives_stay(text: str) -> None:
 def test_django_secret_key_with_parentheses_is_a_secret() -> None:
     key = "k#v&x!p(w@z^q*m%h_r+y=t-b)n$e^u!a(f-d&c=j*g)s@l#o%"
     assert redact_text(f"SECRET_KEY='{key}'")[0] == "SECRET_KEY='[REDACTED:env-assign]'"
+
+
+def test_the_prefilter_changes_no_output(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One Hyperscan pass per text only skips rules that cannot match (issue #29): same output."""
+    import dataclasses
+    import json
+    from pathlib import Path
+
+    from teachers import redact, secret_rules
+
+    cases = json.loads((Path(__file__).parent / "data" / "gitleaks_cases.json").read_text())
+    texts = [c["text"] for c in cases["tps"][::10] + cases["fps"]] + [s.text for s in SECRETS] + BENIGN
+    rules = secret_rules.rule_set()
+    assert rules.prefilter is not None and len(rules.covered) == len(rules.rules)
+    filtered = [redact_text(t, key=b"k") for t in texts]
+    monkeypatch.setattr(redact, "rule_set", lambda: dataclasses.replace(rules, prefilter=None))
+    redact.redact_found.cache_clear()
+    assert [redact_text(t, key=b"k") for t in texts] == filtered
+    redact.redact_found.cache_clear()
+    assert sum(1 for t in texts if rules.prefilter(t.encode())) < len(texts)  # it does skip
+
+
+def test_the_prefilter_database_is_compiled_once(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from teachers import secret_prefilter
+
+    monkeypatch.setenv("REPLAY_PREFILTER_CACHE", str(tmp_path))
+    patterns = [rb"(?i)api[_-]?key\s*=\s*(\w{8,})", rb"ghp_[A-Za-z0-9]{36}", rb"\bAKIA[A-Z0-9]{16}\b"]
+    scan, covered = secret_prefilter.build(patterns)
+    assert covered == {0, 1, 2} and len(list(tmp_path.iterdir())) == 1
+    stamp = next(tmp_path.iterdir()).stat().st_mtime_ns
+    scan_again, _ = secret_prefilter.build(patterns)
+    assert next(tmp_path.iterdir()).stat().st_mtime_ns == stamp  # read back, not compiled again
+    text = b"API_KEY = abcdefgh12 and AKIAABCDEFGHIJKLMNOP"
+    assert scan(text) == scan_again(text) == {0, 2}
