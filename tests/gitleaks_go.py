@@ -132,12 +132,9 @@ def random_match(regex: str, rng: random.Random, limit: int = 10) -> str:
     >>> random_match("ab[0-9]{3}", random.Random(1))[:2]
     'ab'
     """
-    pattern = re.sub(r"\(\?i\)", "", regex).replace(r"\z", "$")
-    flags = 0
-    if regex.startswith("(?i)"):
-        flags = 0  # reggen keeps the case the regex spells
+    pattern = re.sub(r"\(\?i\)", "", regex).replace(r"\z", "$")  # reggen keeps the case the regex spells
     out: list[str] = []
-    _emit(sp.parse(pattern, flags), rng, out, limit)
+    _emit(sp.parse(pattern), rng, out, limit)
     return "".join(out)
 
 
@@ -345,7 +342,7 @@ class Parser:
                 if spread:
                     raise Unreadable(f"spread into {name}")
                 return _call(name, args, self.env)
-            if name in ("nil",):
+            if name == "nil":
                 return []
             if name in self.env.names:
                 value = self.env.names[name]
