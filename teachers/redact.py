@@ -102,7 +102,7 @@ def _undeferred(data: bytes, deferring: list[tuple[int, int, Rule, int]], found:
     """The findings of name-keyed rules whose name spells no service, or one whose own rule finds the
     same value (configs/redact.toml `defer_to_named`)."""
     lowered = data.lower()
-    words = [(word, {rules.rules[i].id for i in ids}) for word, ids in rules.services if word in lowered]
+    words = [rules.services[i] for i in rules.keyword_set.Match(lowered) or () if i in rules.services]
     if not words:
         return [(s, e, r) for s, e, r, _ in deferring]
     spans: dict[str, list[tuple[int, int]]] = {}

@@ -66,7 +66,8 @@ class RuleSet:
     keyword_set: Any                 # re2.Set over every keyword
     keyword_rules: tuple[tuple[int, ...], ...]   # keyword index -> rules it enables
     allowlists: tuple[Allowlist, ...]            # global
-    services: tuple[tuple[bytes, tuple[int, ...]], ...] = ()  # service keyword -> its specific rules
+    services: dict[int, tuple[bytes, frozenset[str]]] = dataclasses.field(default_factory=dict)
+    # ^ keyword index -> (the keyword, the ids of the specific rules it names): defer_to_named
     prefilter: Any = None            # teachers.secret_prefilter scan over the raw bytes, or None
     covered: frozenset[int] = frozenset()        # rules the prefilter speaks for
 
@@ -158,12 +159,12 @@ def _build(raws: list[dict[str, Any]], extra: dict[str, list[dict[str, Any]]], g
         for word in rule.keywords:
             enabled[index[word]].append(i)
     plain = set(defer.get("not_a_service", []))
-    services = tuple((word.encode(), tuple(i for i in enabled[index[word]] if not rules[i].generic
-                                           and not rules[i].judge))
-                     for word in keywords if len(word) >= 4 and word not in plain and defer)
+    services = {index[word]: (word.encode(), frozenset(rules[i].id for i in enabled[index[word]]
+                                                       if not rules[i].generic and not rules[i].judge))
+                for word in keywords if len(word) >= 4 and word not in plain and defer}
     return RuleSet(rules=rules, always=tuple(i for i, r in enumerate(rules) if not r.keywords),
                    keyword_set=keyword_set, keyword_rules=tuple(tuple(e) for e in enabled),
-                   allowlists=_allowlists(glob), services=tuple(s for s in services if s[1]))
+                   allowlists=_allowlists(glob), services={k: v for k, v in services.items() if v[1]})
 
 
 @lru_cache(maxsize=1)

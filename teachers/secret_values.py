@@ -8,6 +8,7 @@ name says how strictly its value is judged.
 from __future__ import annotations
 
 import re
+import string
 
 from teachers.secret_rules import shannon_entropy
 
@@ -25,6 +26,9 @@ _HYPHEN_WORDS = re.compile(r"^[a-z]+(?:-[a-z]+)*$")
 
 
 _RUN = re.compile(r"(.)\1{5,}")
+# six in a row, each the next code point after a letter: `z` is followed by `{`
+_ALPHABET_RUN = re.compile("|".join([string.ascii_lowercase[i:i + 6] for i in range(21)] + [r"vwxyz\{"]),
+                           re.I)
 
 
 def made_up(text: str) -> bool:
@@ -37,12 +41,16 @@ def made_up(text: str) -> bool:
     >>> made_up("sk-ant-api03-Qx8fK2mZp9Lr4Tw7Yc1Vb6Nd3"), made_up("AAAAAAAAAAAAAAAAAAAAAmtNM8TbUux7aty")
     (False, False)
     """
-    lowered = text.lower()
-    run = 1
-    for a, b in zip(lowered, lowered[1:], strict=False):
-        run = run + 1 if a.isalpha() and ord(b) == ord(a) + 1 else 1
-        if run >= 6:
+    if text.isascii():
+        if _ALPHABET_RUN.search(text):
             return True
+    else:
+        lowered = text.lower()
+        run = 1
+        for a, b in zip(lowered, lowered[1:], strict=False):
+            run = run + 1 if a.isalpha() and ord(b) == ord(a) + 1 else 1
+            if run >= 6:
+                return True
     return len(_RUN.sub("", text)) < 8
 
 
