@@ -70,7 +70,7 @@ def _direct(text: str) -> list[Span]:
     data = text.encode("utf-8", "surrogatepass")
     found: list[tuple[int, int, Rule]] = []
     deferring: list[tuple[int, int, Rule, int]] = []
-    for rule in rules.candidates(data.lower(), data):
+    for rule in rules.scan(data):
         for match in rule.regex.finditer(data):
             group = _first_group(match, rule)
             start, end = match.span(group)

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-_FLAGS_NAMES = ("HS_FLAG_PREFILTER", "HS_FLAG_SINGLEMATCH", "HS_FLAG_ALLOWEMPTY")
+_FLAGS_NAMES = ("HS_FLAG_PREFILTER", "HS_FLAG_SINGLEMATCH", "HS_FLAG_ALLOWEMPTY")  # for rule regexes
 
 Prefilter = Callable[[bytes], set[int]]
 
@@ -33,39 +33,48 @@ def _cache_file(patterns: Sequence[bytes], version: str) -> Path:
     return Path(root) / f"secret-prefilter-{digest}.hsdb"
 
 
-def _compile(hyperscan: Any, patterns: Sequence[bytes]) -> tuple[Any, list[int]]:
-    flags = 0
-    for name in _FLAGS_NAMES:
-        flags |= getattr(hyperscan, name)
+def _compile(hyperscan: Any, patterns: Sequence[bytes], flags: Sequence[int]) -> tuple[Any, list[int]]:
     ids = list(range(len(patterns)))
     try:
         database = hyperscan.Database()
-        database.compile(expressions=list(patterns), ids=ids, elements=len(ids), flags=[flags] * len(ids))
+        database.compile(expressions=list(patterns), ids=ids, elements=len(ids), flags=list(flags))
         return database, ids
     except hyperscan.error:
         pass
     usable = []
     for i in ids:  # one at a time: a pattern Hyperscan rejects just goes unfiltered
         try:
-            hyperscan.Database().compile(expressions=[patterns[i]], ids=[i], elements=1, flags=[flags])
+            hyperscan.Database().compile(expressions=[patterns[i]], ids=[i], elements=1, flags=[flags[i]])
             usable.append(i)
         except hyperscan.error:
             continue
     database = hyperscan.Database()
     database.compile(expressions=[patterns[i] for i in usable], ids=usable, elements=len(usable),
-                     flags=[flags] * len(usable))
+                     flags=[flags[i] for i in usable])
     return database, usable
 
 
-def build(patterns: Sequence[bytes]) -> tuple[Prefilter, frozenset[int]] | None:
-    """(scan, the rule indices it covers), or None without Hyperscan. `scan(data)` is the set of
-    covered indices whose pattern may match `data`; an uncovered rule must always run."""
+def _literal(word: str) -> bytes:
+    return "".join(c if c.isalnum() else "\\" + c for c in word).encode()
+
+
+def build(patterns: Sequence[bytes], literals: Sequence[str] = ()) -> tuple[Prefilter, frozenset[int]] | None:
+    """(scan, the indices it covers), or None without Hyperscan. Indices 0.. are `patterns` (rule
+    regexes, prefilter mode: `scan(data)` holds every one that may match), then `literals` (gitleaks'
+    keywords, matched exactly and without case, as gitleaks matches them in lower-cased text). An
+    index left uncovered (a pattern Hyperscan rejects) must be decided without the prefilter."""
     try:
         import hyperscan
     except ImportError:
         return None
+    prefilter = 0
+    for name in _FLAGS_NAMES:
+        prefilter |= getattr(hyperscan, name)
+    exact = hyperscan.HS_FLAG_CASELESS | hyperscan.HS_FLAG_SINGLEMATCH
+    expressions = [*patterns, *map(_literal, literals)]
+    flags = [prefilter] * len(patterns) + [exact] * len(literals)
     version = str(getattr(hyperscan, "__version__", "?"))
-    path = _cache_file(patterns, version)
+    path = _cache_file(expressions + [str(flags).encode()], version)
     database = None
     try:
         blob = path.read_bytes()
@@ -74,7 +83,7 @@ def build(patterns: Sequence[bytes]) -> tuple[Prefilter, frozenset[int]] | None:
     except (OSError, ValueError, hyperscan.error):
         database = None
     if database is None:
-        database, covered = _compile(hyperscan, patterns)
+        database, covered = _compile(hyperscan, expressions, flags)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(f".{os.getpid()}.tmp")

@@ -70,6 +70,7 @@ class RuleSet:
     # ^ keyword index -> (the keyword, the ids of the specific rules it names): defer_to_named
     prefilter: Any = None            # teachers.secret_prefilter scan over the raw bytes, or None
     covered: frozenset[int] = frozenset()        # rules the prefilter speaks for
+    keyword_base: int | None = None  # the prefilter's index of keyword 0, when it finds keywords too
 
     def candidates(self, lowered: bytes, data: bytes | None = None) -> list[Rule]:
         """The rules whose keywords occur in `lowered` (one pass of an RE2 set), plus keyword-less ones;
@@ -82,6 +83,22 @@ class RuleSet:
             chosen.update(self.keyword_rules[index])
         if self.prefilter is not None and data is not None:
             chosen -= self.covered - self.prefilter(data)
+        return [self.rules[i] for i in sorted(chosen)]
+
+    def scan(self, data: bytes) -> list[Rule]:
+        """`candidates` in one pass of the prefilter when it finds the keywords too (one scan of the
+        text for all rules), else with the keyword set."""
+        base = self.keyword_base
+        if self.prefilter is None or base is None:
+            return self.candidates(data.lower(), data)
+        hits = self.prefilter(data)
+        chosen = set(self.always)
+        for index in hits:
+            if index >= base:
+                chosen.update(self.keyword_rules[index - base])
+        if not chosen:
+            return []
+        chosen -= self.covered - hits
         return [self.rules[i] for i in sorted(chosen)]
 
 
@@ -185,10 +202,15 @@ def rule_set() -> RuleSet:
     glob = [theirs.get("allowlist", {}), *theirs.get("allowlists", []), *ours.get("global_allowlists", [])]
     rules = _build(raws, extra, generic, glob, frozenset(ours.get("whole_match", [])),
                    ours.get("defer_to_named", {}))
-    built = secret_prefilter.build([raw["regex"].encode() for raw in raws])
+    keywords = sorted({k for rule in rules.rules for k in rule.keywords})  # the keyword set's order
+    built = secret_prefilter.build([raw["regex"].encode() for raw in raws], keywords)
     if built is None:
         return rules
-    return dataclasses.replace(rules, prefilter=built[0], covered=built[1])
+    scan, covered = built
+    base = len(raws)
+    whole = all(base + i in covered for i in range(len(keywords)))
+    return dataclasses.replace(rules, prefilter=scan, covered=frozenset(i for i in covered if i < base),
+                               keyword_base=base if whole else None)
 
 
 @lru_cache(maxsize=1)
