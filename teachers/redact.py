@@ -18,7 +18,7 @@ every state of a trace carries the same redacted messages, so each request exten
 
 from __future__ import annotations
 
-import base64
+import binascii
 import bisect
 import hashlib
 import hmac
@@ -27,6 +27,8 @@ import re
 from collections import Counter
 from functools import lru_cache
 from typing import Any
+
+import re2
 
 from teachers.secret_rules import Rule, rule_set, shannon_entropy
 from teachers.secret_values import plausible
@@ -37,6 +39,9 @@ _STRUCTURAL = frozenset({"role", "type", "id", "tool_call_id", "name"})
 _ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|x([0-9a-fA-F]{2})|([nrt\"\\/']))")
 _SIMPLE = {"n": "\n", "r": "\r", "t": "\t", '"': '"', "\\": "\\", "/": "/", "'": "'"}
 _BASE64 = re.compile(r"[A-Za-z0-9+/_-]{24,}={0,2}")
+_BASE64_BYTES = re2.compile(rb"[A-Za-z0-9+/_-]{24,}={0,2}")
+_ENCODED = re.compile(r"[0-9+/]")
+_URL_SAFE = str.maketrans("-_", "+/")
 _WRAP = re.compile(r"(?:\\?\r?\n|\\n)(?:[ \t]*\d+(?:\t|→))?[ \t]*([A-Za-z0-9_+/-]{6,}={0,2})"
                    r"(?=$|[\s\"'`]|\\n)")
 _DEPTH = 2  # views of views: an escaped string inside an escaped string, base64 inside JSON
@@ -52,6 +57,8 @@ def _char_offsets(text: str, data: bytes, spans: list[tuple[int, int, Rule]]) ->
 
 
 def _first_group(match: Any, rule: Rule) -> int:
+    if rule.whole_match:
+        return 0
     if rule.secret_group:
         return rule.secret_group
     groups = match.groups()
@@ -62,7 +69,8 @@ def _direct(text: str) -> list[Span]:
     rules = rule_set()
     data = text.encode("utf-8", "surrogatepass")
     found: list[tuple[int, int, Rule]] = []
-    for rule in rules.candidates(data.lower()):
+    deferring: list[tuple[int, int, Rule, int]] = []
+    for rule in rules.scan(data):
         for match in rule.regex.finditer(data):
             group = _first_group(match, rule)
             start, end = match.span(group)
@@ -80,8 +88,33 @@ def _direct(text: str) -> list[Span]:
             quoted = start > 0 and data[start - 1:start] in (b'"', b"'", b"`")
             if rule.judge and not plausible(secret, rule.judge, quoted):
                 continue
-            found.append((start, end, rule))
+            if rule.defers:
+                deferring.append((start, end, rule, match.start()))
+            else:
+                found.append((start, end, rule))
+    if deferring:
+        found += _undeferred(data, deferring, found, rules)
     return _char_offsets(text, data, found)
+
+
+def _undeferred(data: bytes, deferring: list[tuple[int, int, Rule, int]], found: list[tuple[int, int, Rule]],
+                rules: Any) -> list[tuple[int, int, Rule]]:
+    """The findings of name-keyed rules whose name spells no service, or one whose own rule finds the
+    same value (configs/redact.toml `defer_to_named`)."""
+    lowered = data.lower()
+    words = [rules.services[i] for i in rules.keyword_set.Match(lowered) or () if i in rules.services]
+    if not words:
+        return [(s, e, r) for s, e, r, _ in deferring]
+    spans: dict[str, list[tuple[int, int]]] = {}
+    for s, e, r in found:
+        spans.setdefault(r.id, []).append((s, e))
+    kept = []
+    for start, end, rule, match_start in deferring:
+        name = lowered[match_start:start]
+        owners = {rule_id for word, ids in words if word in name for rule_id in ids}
+        if not owners or any(s < end and start < e for o in owners for s, e in spans.get(o, ())):
+            kept.append((start, end, rule))
+    return kept
 
 
 def _unescape(text: str) -> tuple[str, list[tuple[int, int, int, int]]]:
@@ -116,15 +149,19 @@ def _to_original(pos: int, pieces: list[tuple[int, int, int, int]], starts: list
 
 
 def _decoded_base64(run: str) -> str | None:
-    if not any(c.isdigit() or c in "+/" for c in run):
+    if _ENCODED.search(run) is None:
         return None  # an identifier or a word, not an encoding
-    alphabet = "-_" if ("-" in run or "_" in run) else "+/"
-    try:
-        raw = base64.b64decode(run + "=" * (-len(run) % 4), altchars=alphabet.encode(), validate=True)
+    if "-" in run or "_" in run:
+        run = run.translate(_URL_SAFE)
+    try:  # binascii in strict mode validates in C what b64decode(validate=True) checks with a regex
+        raw = binascii.a2b_base64(run + "=" * (-len(run) % 4), strict_mode=True)
         text = raw.decode("utf-8")
     except ValueError:
         return None
-    printable = sum(c.isprintable() or c in "\n\r\t" for c in text[:4096])
+    head = text[:4096]
+    if head.isprintable():
+        return text if len(text) >= 12 else None
+    printable = sum(c.isprintable() or c in "\n\r\t" for c in head)
     return text if len(text) >= 12 and printable >= 0.95 * min(len(text), 4096) else None
 
 
@@ -138,8 +175,11 @@ def _find(text: str, depth: int) -> list[Span]:
             starts = [p[0] for p in pieces]
             spans += [(_to_original(s, pieces, starts, False), _to_original(e, pieces, starts, True), r)
                       for s, e, r in _find(decoded, depth - 1)]
-    for match in _BASE64.finditer(text):
-        inner = _decoded_base64(match.group(0))
+    # RE2 over the bytes where they are the characters (most texts): the same runs, 3x faster than re
+    ascii_text = text.isascii()
+    runs = _BASE64_BYTES.finditer(text.encode("ascii")) if ascii_text else _BASE64.finditer(text)
+    for match in runs:
+        inner = _decoded_base64(match.group(0).decode("ascii") if ascii_text else match.group(0))
         hits = _find(inner, depth - 1) if inner else []
         if hits:
             spans.append((match.start(), match.end(), min(hits, key=lambda h: h[2].generic)[2]))
@@ -209,7 +249,7 @@ def redact_found(text: str, key: bytes | None = None) -> tuple[str, tuple[tuple[
 def redact_text(text: str, key: bytes | None = None) -> tuple[str, Counter[str]]:
     """`text` with every secret replaced by a placeholder, and the count of each kind (rule id).
 
-    >>> redact_text("OPENAI_API_KEY=sk-proj-Abcdefghij0123456789klmnopqrstuv\\nDEBUG=true")
+    >>> redact_text("OPENAI_API_KEY=sk-proj-Qx8fK2mZp9Lr4Tw7Yc1Vb6Nd3Hs5Jg0a\\nDEBUG=true")
     ('OPENAI_API_KEY=[REDACTED:openai-key]\\nDEBUG=true', Counter({'openai-key': 1}))
     >>> redact_text("sort_key=lambda row: row[0]  # KEY_FILE=/etc/ssl/server.key")[1]
     Counter()

@@ -11,14 +11,16 @@ the match or the line; stopwords), and the global allowlist. Rules bound to file
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import tomllib
 from collections import Counter
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Any
 
 from configs import config_path
+from teachers import secret_prefilter
 
 
 @dataclass(frozen=True)
@@ -52,7 +54,9 @@ class Rule:
     keywords: tuple[str, ...] = ()
     allowlists: tuple[Allowlist, ...] = ()
     generic: bool = False            # loses to a specific rule on the same span
-    judge: bool = False              # the value must look like a secret (teachers.secret_values)
+    judge: str = ""                  # how the value must look like a secret (teachers.secret_values)
+    whole_match: bool = False        # the secret group is a fragment: the whole match is the secret
+    defers: bool = False             # yields to a service's own rule named in the match (defer_to_named)
 
 
 @dataclass(frozen=True)
@@ -62,13 +66,39 @@ class RuleSet:
     keyword_set: Any                 # re2.Set over every keyword
     keyword_rules: tuple[tuple[int, ...], ...]   # keyword index -> rules it enables
     allowlists: tuple[Allowlist, ...]            # global
+    services: dict[int, tuple[bytes, frozenset[str]]] = dataclasses.field(default_factory=dict)
+    # ^ keyword index -> (the keyword, the ids of the specific rules it names): defer_to_named
+    prefilter: Any = None            # teachers.secret_prefilter scan over the raw bytes, or None
+    covered: frozenset[int] = frozenset()        # rules the prefilter speaks for
+    keyword_base: int | None = None  # the prefilter's index of keyword 0, when it finds keywords too
 
-    def candidates(self, lowered: bytes) -> list[Rule]:
-        """The rules whose keywords occur in `lowered` (one pass of an RE2 set), plus keyword-less ones."""
+    def candidates(self, lowered: bytes, data: bytes | None = None) -> list[Rule]:
+        """The rules whose keywords occur in `lowered` (one pass of an RE2 set), plus keyword-less ones;
+        given the text itself, only those the prefilter says may match it (one more pass, for all)."""
         hits = self.keyword_set.Match(lowered) or ()
+        if not hits and not self.always:
+            return []
         chosen = set(self.always)
         for index in hits:
             chosen.update(self.keyword_rules[index])
+        if self.prefilter is not None and data is not None:
+            chosen -= self.covered - self.prefilter(data)
+        return [self.rules[i] for i in sorted(chosen)]
+
+    def scan(self, data: bytes) -> list[Rule]:
+        """`candidates` in one pass of the prefilter when it finds the keywords too (one scan of the
+        text for all rules), else with the keyword set."""
+        base = self.keyword_base
+        if self.prefilter is None or base is None:
+            return self.candidates(data.lower(), data)
+        hits = self.prefilter(data)
+        chosen = set(self.always)
+        for index in hits:
+            if index >= base:
+                chosen.update(self.keyword_rules[index - base])
+        if not chosen:
+            return []
+        chosen -= self.covered - hits
         return [self.rules[i] for i in sorted(chosen)]
 
 
@@ -84,13 +114,15 @@ def shannon_entropy(data: str) -> float:
     return max(0.0, -sum(n / size * math.log2(n / size) for n in Counter(data).values()))
 
 
+@cache  # our rules share gitleaks' allowlists: each is compiled once
 def _compile(pattern: str) -> Any:
     import re2
 
     return re2.compile(pattern.encode())
 
 
-def _word_set(words: list[str]) -> Any:
+@cache
+def _word_set(words: tuple[str, ...]) -> Any:
     import re2
 
     found = re2.Set.SearchSet()
@@ -111,21 +143,45 @@ def _allowlists(entries: list[dict[str, Any]]) -> tuple[Allowlist, ...]:
             continue  # would need a path to match
         regex = _compile("|".join(f"(?:{r})" for r in regexes)) if regexes else None
         out.append(Allowlist(entry.get("regexTarget", "secret"), regex,
-                             _word_set(stopwords) if stopwords else None, all_of))
+                             _word_set(tuple(stopwords)) if stopwords else None, all_of))
     return tuple(out)
 
 
-def _rule(raw: dict[str, Any], extra_allow: list[dict[str, Any]], generic: set[str]) -> Rule:
-    return Rule(id=raw["id"], regex=_compile(raw["regex"]), secret_group=int(raw.get("secretGroup", 0)),
+def _rule(raw: dict[str, Any], extra_allow: list[dict[str, Any]], generic: set[str],
+          whole: frozenset[str] = frozenset(), defers: frozenset[str] = frozenset()) -> Rule:
+    return Rule(whole_match=raw["id"] in whole, defers=raw["id"] in defers, id=raw["id"],
+                regex=_compile(raw["regex"]), secret_group=int(raw.get("secretGroup", 0)),
                 entropy=float(raw.get("entropy", 0.0)),
                 keywords=tuple(k.lower() for k in raw.get("keywords", [])),
                 allowlists=_allowlists(list(raw.get("allowlists", [])) + extra_allow),
-                generic=raw["id"] in generic or "generic" in raw["id"], judge=bool(raw.get("judge", False)))
+                generic=raw["id"] in generic or "generic" in raw["id"], judge=str(raw.get("judge", "")))
 
 
 def _read(name: str) -> dict[str, Any]:
     with config_path(name).open("rb") as handle:
         return tomllib.load(handle)
+
+
+def _build(raws: list[dict[str, Any]], extra: dict[str, list[dict[str, Any]]], generic: set[str],
+           glob: list[dict[str, Any]], whole: frozenset[str] = frozenset(),
+           defer: dict[str, Any] | None = None) -> RuleSet:
+    defer = defer or {}
+    rules = tuple(_rule(raw, extra.get(raw["id"], []), generic, whole, frozenset(defer.get("rules", [])))
+                  for raw in raws)
+    keywords = sorted({k for rule in rules for k in rule.keywords})
+    keyword_set = _word_set(tuple(keywords))
+    index = {word: i for i, word in enumerate(keywords)}
+    enabled: list[list[int]] = [[] for _ in keywords]
+    for i, rule in enumerate(rules):
+        for word in rule.keywords:
+            enabled[index[word]].append(i)
+    plain = set(defer.get("not_a_service", []))
+    services = {index[word]: (word.encode(), frozenset(rules[i].id for i in enabled[index[word]]
+                                                       if not rules[i].generic and not rules[i].judge))
+                for word in keywords if len(word) >= 4 and word not in plain and defer}
+    return RuleSet(rules=rules, always=tuple(i for i, r in enumerate(rules) if not r.keywords),
+                   keyword_set=keyword_set, keyword_rules=tuple(tuple(e) for e in enabled),
+                   allowlists=_allowlists(glob), services={k: v for k, v in services.items() if v[1]})
 
 
 @lru_cache(maxsize=1)
@@ -138,16 +194,29 @@ def rule_set() -> RuleSet:
     for entry in ours.get("allowlists", []):
         for rule_id in entry["rules"]:
             extra.setdefault(rule_id, []).append({k: v for k, v in entry.items() if k != "rules"})
+    by_id = {r["id"]: r for r in theirs["rules"]}
+    for source, targets in ours.get("inherit_allowlists", {}).items():
+        for rule_id in targets:  # a rule of ours leaves alone what gitleaks' rule of the same kind allows
+            extra.setdefault(rule_id, []).extend(by_id[source].get("allowlists", []))
     raws = [r for r in theirs["rules"] if r.get("regex") and r["id"] not in disabled] + ours["rules"]
-    rules = tuple(_rule(raw, extra.get(raw["id"], []), generic) for raw in raws)
-    keywords = sorted({k for rule in rules for k in rule.keywords})
-    keyword_set = _word_set(keywords)
-    index = {word: i for i, word in enumerate(keywords)}
-    enabled: list[list[int]] = [[] for _ in keywords]
-    for i, rule in enumerate(rules):
-        for word in rule.keywords:
-            enabled[index[word]].append(i)
     glob = [theirs.get("allowlist", {}), *theirs.get("allowlists", []), *ours.get("global_allowlists", [])]
-    return RuleSet(rules=rules, always=tuple(i for i, r in enumerate(rules) if not r.keywords),
-                   keyword_set=keyword_set, keyword_rules=tuple(tuple(e) for e in enabled),
-                   allowlists=_allowlists(glob))
+    rules = _build(raws, extra, generic, glob, frozenset(ours.get("whole_match", [])),
+                   ours.get("defer_to_named", {}))
+    keywords = sorted({k for rule in rules.rules for k in rule.keywords})  # the keyword set's order
+    built = secret_prefilter.build([raw["regex"].encode() for raw in raws], keywords)
+    if built is None:
+        return rules
+    scan, covered = built
+    base = len(raws)
+    whole = all(base + i in covered for i in range(len(keywords)))
+    return dataclasses.replace(rules, prefilter=scan, covered=frozenset(i for i in covered if i < base),
+                               keyword_base=base if whole else None)
+
+
+@lru_cache(maxsize=1)
+def gitleaks_rule_set() -> RuleSet:
+    """gitleaks' default config alone, as gitleaks reads it (no rule of ours, nothing switched off):
+    what `tests/gitleaks_cases.py` measures our rules against."""
+    theirs = _read("gitleaks.toml")
+    raws = [r for r in theirs["rules"] if r.get("regex")]
+    return _build(raws, {}, set(), [theirs.get("allowlist", {}), *theirs.get("allowlists", [])])

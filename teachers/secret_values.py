@@ -8,6 +8,7 @@ name says how strictly its value is judged.
 from __future__ import annotations
 
 import re
+import string
 
 from teachers.secret_rules import shannon_entropy
 
@@ -22,6 +23,42 @@ _CODE = re.compile(r"[()\[\]{}]|os\.environ|process\.env|getenv|^(?:f|b|r)?[\"']
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _PATH_OR_URL = re.compile(r"^(?:~?/|\./|\.\./|[A-Za-z]:\\|[a-z][a-z0-9+.-]*://[^@\s]*$)")
 _HYPHEN_WORDS = re.compile(r"^[a-z]+(?:-[a-z]+)*$")
+
+
+_RUN = re.compile(r"(.)\1{5,}")
+# six in a row, each the next code point after a letter: `z` is followed by `{`
+_ALPHABET_RUN = re.compile("|".join([string.ascii_lowercase[i:i + 6] for i in range(21)] + [r"vwxyz\{"]),
+                           re.I)
+
+
+def made_up(text: str) -> bool:
+    """A value someone typed as an example: six letters of the alphabet in order (`klmnopqrst`), or
+    hardly anything once runs of one repeated character are taken out (`glc_1111…1=`). A random key
+    has neither; gitleaks' authors list such values as false positives.
+
+    >>> made_up("sk-ant-api03-abc123xyz-klMnopqrstuvwx-3456yza789"), made_up("glc_" + "1" * 40 + "=")
+    (True, True)
+    >>> made_up("sk-ant-api03-Qx8fK2mZp9Lr4Tw7Yc1Vb6Nd3"), made_up("AAAAAAAAAAAAAAAAAAAAAmtNM8TbUux7aty")
+    (False, False)
+    """
+    if text.isascii():
+        if _ALPHABET_RUN.search(text):
+            return True
+    else:
+        lowered = text.lower()
+        run = 1
+        for a, b in zip(lowered, lowered[1:], strict=False):
+            run = run + 1 if a.isalpha() and ord(b) == ord(a) + 1 else 1
+            if run >= 6:
+                return True
+    return len(_RUN.sub("", text)) < 8
+
+
+def _random(text: str) -> bool:
+    classes = sum(any(f(c) for c in text) for f in (str.islower, str.isupper, str.isdigit))
+    symbols = sum(not c.isalnum() for c in text)
+    return (len(text) >= 16 and not any(c.isspace() for c in text) and shannon_entropy(text) >= 4.0
+            and classes + (symbols >= 3) >= 2 and "://" not in text)
 
 
 def _unquote(value: str) -> tuple[str, bool]:
@@ -39,18 +76,23 @@ def plausible(value: str, judge: str, quoted: bool = False) -> bool:
     [False, False, False, True]
     >>> plausible("django.contrib.auth.hashers.Argon2PasswordHasher", "assign"), plausible("str", "assign")
     (False, False)
+    >>> plausible("'k#v&x!p(w@z^q*m%h_r+y=t-b)n$e^u!a(f-d&c=j*g)s@l#o'", "assign")
+    True
     >>> plausible("hunter2!", "prose"), plausible("incorrect", "prose"), plausible("sk-folding-cube", "token")
     (True, False, False)
     """
     text, had_quotes = _unquote(value)
     quoted = quoted or had_quotes
-    if not text.strip() or _REFERENCE.search(text) or _PLACEHOLDER.search(text) or _FILLER.search(text):
+    if (not text.strip() or _REFERENCE.search(text) or _PLACEHOLDER.search(text) or _FILLER.search(text)
+            or made_up(text)):
         return False
     if judge == "flag":
         return True
     if judge == "token":
         return (any(c.isdigit() for c in text) and any(c.isalpha() for c in text)
                 and not _HYPHEN_WORDS.match(text.split("-", 1)[-1]))
+    if quoted and _random(text):
+        return True  # a quoted run of 16+ mixed characters, no space: Django's SECRET_KEY has `(` and `)`
     if _SCALAR.match(text) or _CODE.search(text) or _PATH_OR_URL.match(text):
         return False
     if judge == "prose":

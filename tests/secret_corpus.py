@@ -27,7 +27,7 @@ class Secret:
     kind: str
     needle: str       # must appear nowhere after redaction
     text: str         # the text planted (holds the needle, perhaps encoded)
-    where: str        # user | tool_args | tool_result | write | edit | thinking | action
+    where: str        # user | tool_args | tool_result | write | edit | thinking | action | mcp
 
 
 def _pem(label: str) -> tuple[str, str]:
@@ -144,6 +144,12 @@ def _secrets() -> list[Secret]:
     add("vault_token", k, f"VAULT_TOKEN={k} vault kv get secret/app", "tool_args")
     k = "Tg" + _r(B62, 12)
     add("json_escaped_password", k, json.dumps(json.dumps({"db": {"password": k}})), "tool_result")
+    # Issue #24's held-out misses: Django's get_random_secret_key() alphabet without its digits (the
+    # parentheses read as code), and a Slack user token nested in an MCP tool call's arguments.
+    k = _r(string.ascii_lowercase + "!@#$%^&*(-_=+)", 50)
+    add("django_secret_key", k, f"DEBUG=True\nSECRET_KEY='{k}'\nALLOWED_HOSTS=localhost\n", "tool_result")
+    k = f"xoxp-{_r(string.digits, 12)}-{_r(string.digits, 12)}-{_r(string.digits, 13)}-{_r(HEX, 32)}"
+    add("slack_user_token_mcp", k, json.dumps({"channel": "C0123", "options": {"auth": {"token": k}}}), "mcp")
     return s
 
 
@@ -153,6 +159,7 @@ _PNG = ("iVBORw0KGgoAAAANSUhEUgAAABAAAAAQCAYAAAAf8/9hAAAAKElEQVR42mNkYPhfz0AEYBx
         "Ak8EH6ZfYU0AAAAASUVORK5CYII=")
 
 BENIGN = [
+    '<div class="sk-folding-cube sk-folding-cube-rotate-angle-delay"></div>',
     'rows.sort(key=lambda r: r["ts"]); sort_key=lambda r: r["ts"]',
     "id = Column(Integer, primary_key=True)",
     'cache_key = f"user:{user_id}:profile"',

@@ -51,6 +51,8 @@ def corpus_session(folder: Path) -> Path:
             turn(tool_use(call, secret.text), "done")
         elif secret.where == "tool_result":
             turn(tool_use(call, "cat config"), secret.text)
+        elif secret.where == "mcp":  # an MCP server's tool: its input nests objects
+            turn(_tool(call, "mcp__slack__slack_post_message", json.loads(secret.text)), "posted")
         elif secret.where == "write":
             turn(_tool(call, "Write", {"file_path": f"/repo/f{i}.py", "content": secret.text}), "written")
         elif secret.where == "edit":

@@ -108,3 +108,79 @@ def test_one_pass_per_state_keeps_the_trace_a_prefix() -> None:
     assert two.messages[:2] == one.messages[:2] and two.messages[2] == one.student_action.to_message()
     assert one.metadata["prompt_token_ids"] is None and redactor.states_token_ids_dropped == 1
     assert redactor.counts == {"openai-key": 1}  # one distinct secret in the trace
+
+
+# Issue #24: what gitleaks' own cases found (the full set runs in tests/test_gitleaks_cases.py).
+_JWT = ("eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4gRG9lIn0."
+        "SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c")
+
+
+@pytest.mark.parametrize("operator", ["=", "=>", ":=", "<-", "::=", "?="])
+def test_assignment_operators_keep_the_operator_and_drop_the_password(operator: str) -> None:
+    redacted, _ = redact_text(f'password {operator} "hunter2!xQ9"')
+    assert redacted.startswith(f'password {operator} "[REDACTED:') and "hunter2" not in redacted
+
+
+def test_a_rule_whose_group_is_a_fragment_takes_the_whole_match() -> None:
+    import base64
+
+    encoded = base64.b64encode(_JWT.encode()).decode()
+    redacted, counts = redact_text(f"token: {encoded}")
+    assert encoded[12:] not in redacted and encoded[:4] not in redacted, redacted
+    hook = ("https://contoso.webhook.office.com/webhookb2/9a8b7c6d-1e2f-3a4b-5c6d-7e8f9a0b1c2d@1a2b3c4d-5e6f-"
+            "7a8b-9c0d-1e2f3a4b5c6d/IncomingWebhook/0f1e2d3c4b5a69788796a5b4c3d2e1f0/4d3c2b1a-6f5e-8b7a-0d9c-"
+            "2f1e4b3a6d5c")
+    redacted, counts = redact_text(f"curl -X POST {hook}")
+    assert redacted == "curl -X POST [REDACTED:microsoft-teams-webhook]"
+
+
+@pytest.mark.parametrize("text", [
+    "aws_access_key: AKIAIOSFODNN7EXAMPLE",          # AWS's documented example key
+    "  - secretKey: api-key",                          # a name, not a value
+    "csrf-token=Mj2qykJO5rELyHgezQ69nzUX0i3OH67V7+V4eUrLfpuyOuxmiW9rhROG/Whikle15syazJOkrjJa3U2AbhIvUw==",
+    'telegram_api_token = "0009:A5eljjx8b-reoisyzz3ugf70fifiy-s_12h"',  # telegram's own rule says no
+    "sk-ant-api03-abc123xyz-456de-klMnopqrstuvwx-3456yza789bcde-1234fghijklmnopAA",  # made-up
+    '   API_KEY="glc_111111111111111111111111111111111111111111="',
+    '<div class="sk-folding-cube sk-folding-cube-rotate-angle-delay"></div>',
+])
+def test_gitleaks_false_positives_stay(text: str) -> None:
+    assert redact_text(text) == (text, Counter())
+
+
+def test_django_secret_key_with_parentheses_is_a_secret() -> None:
+    key = "k#v&x!p(w@z^q*m%h_r+y=t-b)n$e^u!a(f-d&c=j*g)s@l#o%"
+    assert redact_text(f"SECRET_KEY='{key}'")[0] == "SECRET_KEY='[REDACTED:env-assign]'"
+
+
+def test_the_prefilter_changes_no_output(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One Hyperscan pass per text only skips rules that cannot match (issue #29): same output."""
+    import dataclasses
+    import json
+    from pathlib import Path
+
+    from teachers import redact, secret_rules
+
+    cases = json.loads((Path(__file__).parent / "data" / "gitleaks_cases.json").read_text())
+    texts = [c["text"] for c in cases["tps"][::10] + cases["fps"]] + [s.text for s in SECRETS] + BENIGN
+    rules = secret_rules.rule_set()
+    assert rules.prefilter is not None and len(rules.covered) == len(rules.rules)
+    filtered = [redact_text(t, key=b"k") for t in texts]
+    monkeypatch.setattr(redact, "rule_set", lambda: dataclasses.replace(rules, prefilter=None))
+    redact.redact_found.cache_clear()
+    assert [redact_text(t, key=b"k") for t in texts] == filtered
+    redact.redact_found.cache_clear()
+    assert sum(1 for t in texts if rules.prefilter(t.encode())) < len(texts)  # it does skip
+
+
+def test_the_prefilter_database_is_compiled_once(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from teachers import secret_prefilter
+
+    monkeypatch.setenv("REPLAY_PREFILTER_CACHE", str(tmp_path))
+    patterns = [rb"(?i)api[_-]?key\s*=\s*(\w{8,})", rb"ghp_[A-Za-z0-9]{36}", rb"\bAKIA[A-Z0-9]{16}\b"]
+    scan, covered = secret_prefilter.build(patterns)
+    assert covered == {0, 1, 2} and len(list(tmp_path.iterdir())) == 1
+    stamp = next(tmp_path.iterdir()).stat().st_mtime_ns
+    scan_again, _ = secret_prefilter.build(patterns)
+    assert next(tmp_path.iterdir()).stat().st_mtime_ns == stamp  # read back, not compiled again
+    text = b"API_KEY = abcdefgh12 and AKIAABCDEFGHIJKLMNOP"
+    assert scan(text) == scan_again(text) == {0, 2}
