@@ -51,10 +51,16 @@ class Settled(NamedTuple):
     student: str | None = None  # the tier at which the student agreed (agree only)
 
 
+PAIRS_ONLY = frozenset({"pair"})
+
+
 def settle(state: TraceState, proposals: list[Proposal], result: ConsensusResult | None,
-           memo: PromptMemo | None = None, match: str = "intent") -> Settled:
+           memo: PromptMemo | None = None, match: str = "intent",
+           keep: frozenset[str] = PAIRS_ONLY) -> Settled:
     """A state's verdict from its proposals and consensus, and its DPO row when it is a pair. The
     student is compared at the tiers `match` allows (`consensus.methods.student_match`).
+    `keep`: the verdicts that get a row (`replay.export.formats.KEEP`: KTO and SFT also learn from
+    `agree` states, KTO from `abstained` ones); beyond pairs, every row carries its `verdict`.
 
     `failed`: teachers were asked and not one usable answer came back, at least one of them for want
     of an answer (a call that failed, stayed malformed, or was not made for the budget): a re-run asks
@@ -72,13 +78,22 @@ def settle(state: TraceState, proposals: list[Proposal], result: ConsensusResult
         return Settled("failed", None)
     if not proposals or result is None:
         return Settled("all_teachers_excluded", None)
+
+    def row(verdict: str) -> dict[str, Any] | None:
+        if verdict not in keep:
+            return None
+        # An abstention has no consensus, even where the method named a candidate below the bar.
+        judged = result.model_copy(update={"action": None}) if verdict == "abstained" else result
+        built = pair_row(state, judged, proposals, memo)  # type: ignore[union-attr]
+        return built if keep == PAIRS_ONLY else {**built, "verdict": verdict}
+
     if not result.reached or result.action is None:
-        return Settled("abstained", None)
+        return Settled("abstained", row("abstained"))
     cwd = state.metadata.get("cwd")
     student = student_match(state.student_action, result, cwd, match, IntentContext(cwd, state.messages))
     if student is not None:
-        return Settled("agree", None, student)
-    return Settled("pair", pair_row(state, result, proposals, memo))
+        return Settled("agree", row("agree"), student)
+    return Settled("pair", row("pair"))
 
 
 def failed(proposals: list[Proposal]) -> bool:
@@ -122,7 +137,8 @@ def count(outcomes: Outcomes, settled: Settled, result: ConsensusResult | None,
 
 async def replay_states(states: Iterable[TraceState], pool: TeacherPool, options: ConsensusOptions,
                         judge: Judge | None = None,
-                        on_state: Callable[[], None] | None = None) -> Outcomes:
+                        on_state: Callable[[], None] | None = None,
+                        keep: frozenset[str] = PAIRS_ONLY) -> Outcomes:
     """Ask, decide and pair every state. One trace's states are asked in turn order, each once the
     previous one's answers are in, so every request finds the one before it (which it extends) in the
     provider's prompt cache; different traces run concurrently, a bounded number at a time."""
@@ -136,7 +152,7 @@ async def replay_states(states: Iterable[TraceState], pool: TeacherPool, options
             outcomes.usd_saved += answers.usd_saved
             outcomes.proposals[index] = answers.proposals
             result = await decide(state, answers.proposals, options, judge) if answers.proposals else None
-            settled = settle(state, answers.proposals, result, match=options.match)
+            settled = settle(state, answers.proposals, result, match=options.match, keep=keep)
             count(outcomes, settled, result, answers.proposals)
             if settled.row is not None:
                 outcomes.rows[index] = settled.row
