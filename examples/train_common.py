@@ -87,7 +87,7 @@ def common_args(args: argparse.Namespace, length: int) -> dict[str, Any]:
     return {"output_dir": str(args.output), "max_steps": args.max_steps, "max_length": length,
             "per_device_train_batch_size": args.batch_size, "learning_rate": args.learning_rate,
             "logging_steps": 1, "save_strategy": "no", "report_to": [], "use_cpu": args.cpu,
-            "bf16": not args.cpu, "gradient_checkpointing": False}
+            "bf16": not args.cpu}
 
 
 def finish(trainer: Any, output: Path) -> Any:
