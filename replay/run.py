@@ -38,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m replay.run",
         description="Turn Claude Code sessions or SWE-bench rollouts into DPO pairs: a pool of teacher "
                     "LLMs answers every assistant turn; their consensus is `chosen`, the student's "
-                    "real action `rejected`.",
+                    "real action `rejected` (or KTO / SFT rows: --format).",
         epilog="example: python -m replay.run --source ~/.claude/projects --teachers gpt-5,deepseek")
     parser.add_argument("--source", type=Path, required=True,
                         help="a session .jsonl, a project folder, or ~/.claude/projects (searched "
