@@ -281,6 +281,9 @@ def test_fixtures_kto_rows_train_with_kto_trainer(fixtures_run: dict[str, Any], 
     failed = {s.state_id for s in load_states(run["out"]) if is_failed(s.metadata.get("outcome"))}
     undesirable = {r["state_id"] for r in rows if not r["label"]}
     assert undesirable <= failed and counts["undesirable"] == len(undesirable)
+    card = (run["out"] / "README.md").read_text(encoding="utf-8")
+    assert "from trl import KTOConfig, KTOTrainer" in card and "Format: `kto`" in card
+    assert f"| kto: undesirable | {counts['undesirable']} |" in card
     pairs = all_rows(fixtures_run["out"])
     assert {r["state_id"] for r in pairs if r["student_outcome"] in FAILED} <= undesirable
 
