@@ -16,6 +16,7 @@ from ingestion.schema import Proposal, TraceState
 from replay.ask import Answers, Judge, ask_state, decide
 from replay.export.pairs import PromptMemo, pair_row
 from replay.options import ConsensusOptions
+from replay.verdicts import verdict_record
 from teachers.pool import BUDGET_EXHAUSTED, TeacherPool
 from teachers.workers import blocking
 
@@ -26,6 +27,7 @@ class Outcomes:
 
     proposals: dict[int, list[Proposal]] = field(default_factory=dict)
     rows: dict[int, dict[str, Any]] = field(default_factory=dict)
+    decided: dict[int, dict[str, Any]] = field(default_factory=dict)   # verdicts.jsonl lines
     verdicts: dict[str, int] = field(default_factory=lambda: {
         "all_teachers_excluded": 0, "failed": 0, "abstained": 0, "agree": 0, "pair": 0})
     budget_stopped: int = 0  # of the failed states: those where --max-cost kept a call from being made
@@ -41,6 +43,9 @@ class Outcomes:
     def ordered_rows(self) -> list[dict[str, Any]]:
         return [self.rows[i] for i in sorted(self.rows)]
 
+    def ordered_verdicts(self) -> list[dict[str, Any]]:
+        return [self.decided[i] for i in sorted(self.decided)]
+
 
 Verdict = str  # "all_teachers_excluded" | "failed" | "abstained" | "agree" | "pair"
 
@@ -55,10 +60,11 @@ PAIRS_ONLY = frozenset({"pair"})
 
 
 def settle(state: TraceState, proposals: list[Proposal], result: ConsensusResult | None,
-           memo: PromptMemo | None = None, match: str = "intent",
+           memo: PromptMemo | None = None, match: str = "intent", row: bool = True,
            keep: frozenset[str] = PAIRS_ONLY) -> Settled:
     """A state's verdict from its proposals and consensus, and its DPO row when it is a pair. The
-    student is compared at the tiers `match` allows (`consensus.methods.student_match`).
+    student is compared at the tiers `match` allows (`consensus.methods.student_match`). `row=False`
+    decides without building the row (the view needs the verdict only).
     `keep`: the verdicts that get a row (`replay.export.formats.KEEP`: KTO and SFT also learn from
     `agree` states, KTO from `abstained` ones); beyond pairs, every row carries its `verdict`.
 
@@ -79,21 +85,21 @@ def settle(state: TraceState, proposals: list[Proposal], result: ConsensusResult
     if not proposals or result is None:
         return Settled("all_teachers_excluded", None)
 
-    def row(verdict: str) -> dict[str, Any] | None:
-        if verdict not in keep:
+    def built(verdict: str) -> dict[str, Any] | None:
+        if not row or verdict not in keep:
             return None
         # An abstention has no consensus, even where the method named a candidate below the bar.
         judged = result.model_copy(update={"action": None}) if verdict == "abstained" else result
-        built = pair_row(state, judged, proposals, memo)  # type: ignore[union-attr]
-        return built if keep == PAIRS_ONLY else {**built, "verdict": verdict}
+        pair = pair_row(state, judged, proposals, memo)  # type: ignore[union-attr]
+        return pair if keep == PAIRS_ONLY else {**pair, "verdict": verdict}
 
     if not result.reached or result.action is None:
-        return Settled("abstained", row("abstained"))
+        return Settled("abstained", built("abstained"))
     cwd = state.metadata.get("cwd")
     student = student_match(state.student_action, result, cwd, match, IntentContext(cwd, state.messages))
     if student is not None:
-        return Settled("agree", row("agree"), student)
-    return Settled("pair", row("pair"))
+        return Settled("agree", built("agree"), student)
+    return Settled("pair", built("pair"))
 
 
 def failed(proposals: list[Proposal]) -> bool:
@@ -154,6 +160,9 @@ async def replay_states(states: Iterable[TraceState], pool: TeacherPool, options
             result = await decide(state, answers.proposals, options, judge) if answers.proposals else None
             settled = settle(state, answers.proposals, result, match=options.match, keep=keep)
             count(outcomes, settled, result, answers.proposals)
+            excluded = [t.name for t in pool.split(state)[1]]
+            outcomes.decided[index] = await blocking(verdict_record, state, settled.verdict, settled.student,
+                                                     result, answers.proposals, excluded)
             if settled.row is not None:
                 outcomes.rows[index] = settled.row
         finally:
