@@ -14,6 +14,7 @@ from pathlib import Path
 from ingestion.claude_code.agents import AGENT_PREFIX
 from ingestion.claude_code.reader import session_states
 from ingestion.options import IngestOptions
+from ingestion.outcome import link_recoveries
 from ingestion.schema import SourceError, TraceState
 from ingestion.stats import IngestStats
 
@@ -115,7 +116,13 @@ def unreadable(path: Path) -> tuple[str, str] | None:
 def iter_states(source: Path, options: IngestOptions, stats: IngestStats,
                 files: list[Path] | None = None,
                 on_file: Callable[[Path], None] | None = None) -> Iterator[TraceState]:
-    """Every state under `source`, streaming one file at a time; `on_file` is told of each file read."""
+    """Every state under `source`, streaming one file at a time; `on_file` is told of each file read.
+    A failed state names its recovery (ingestion/outcome.py), so states pass one behind the reading."""
+    return link_recoveries(_iter_states(source, options, stats, files, on_file))
+
+
+def _iter_states(source: Path, options: IngestOptions, stats: IngestStats, files: list[Path] | None,
+                 on_file: Callable[[Path], None] | None) -> Iterator[TraceState]:
     seen_messages: set[str] = set()
     emitted = 0
     for path in files if files is not None else find_files(source, stats):

@@ -52,6 +52,7 @@ class RunConfig(StrictModel):
     redact: bool = True               # one redaction pass per state, right after ingestion
     force: bool = False          # write into a non-empty folder replay.run did not make (deletes nothing)
     max_failed: float = 0.1      # share of the states put to teachers that may fail before exit 1
+    select: list[str] = Field(default_factory=list)   # --select filters (replay/select.py)
     ingest: IngestOptions = IngestOptions()
     pool: PoolOptions | None = None
     consensus: ConsensusOptions = ConsensusOptions()

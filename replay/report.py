@@ -31,6 +31,8 @@ class Report(BaseModel):
     preflight_dropped: int = 0
     tokens: dict[str, int] = Field(default_factory=lambda: {"prompt": 0, "completion": 0, "cached_prompt": 0})
     cost_usd: float = 0.0
+    outcomes: dict[str, int] = Field(default_factory=dict)   # every state's outcome kind (#25)
+    states_unselected: int = 0       # left out by --select: counted, never sent to a teacher
     # Beyond the contract: where the numbers above come from.
     dry_run: bool = False
     repaired_lines: dict[str, int] = Field(default_factory=dict)
@@ -63,7 +65,7 @@ def too_many_failed(report: Report, max_failed: float) -> str | None:
     >>> too_many_failed(r, 0.2) is None
     True
     """
-    asked = report.states - report.states_all_teachers_excluded
+    asked = report.states - report.states_unselected - report.states_all_teachers_excluded
     if not asked or report.states_failed <= max_failed * asked:
         return None
     text = (f"{report.states_failed} of {asked} states failed ({report.states_failed / asked:.0%}, more than "

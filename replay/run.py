@@ -20,6 +20,7 @@ from ingestion.options import DEFAULT_MAX_MESSAGE_CHARS, DEFAULT_MAX_PROMPT_TOKE
 from ingestion.schema import ReplayError
 from replay.flags import at_least, fraction, out_folder, positive_float, seconds, usd
 from replay.options import ConsensusOptions, ExportOptions, PoolOptions, RunConfig
+from replay.select import SelectError, parse_filter
 
 
 class _Parser(argparse.ArgumentParser):
@@ -27,6 +28,15 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"error: {message} (see --help)\n")
+
+
+def select_value(text: str) -> str:
+    """A --select value, checked (one line, exit 2, when it is not a filter)."""
+    try:
+        parse_filter(text)
+    except SelectError as error:
+        raise argparse.ArgumentTypeError(str(error).removeprefix("--select ")) from None
+    return text
 
 
 class Interrupted(BaseException):
@@ -65,6 +75,12 @@ def _ingest_flags(group: argparse._ArgumentGroup) -> None:
                        help="also read subagent / sidechain transcripts as traces of their own")
     group.add_argument("--max-states", type=at_least(1), default=None, metavar="N",
                        help="stop after N states")
+    group.add_argument("--select", type=select_value, action="append", default=[], metavar="FILTER",
+                       help="ask the teachers about these states only; repeat to combine (AND), commas "
+                            "within one are OR: outcome=error,rejected,interrupted (or failed), "
+                            "tool=Edit,Bash, after-failure=N (a failed state and the N after it), "
+                            "per-trace=N[:SEED] (a seeded sample). The others are counted "
+                            "(states_unselected), never sent")
     group.add_argument("--max-message-chars", type=at_least(100), default=DEFAULT_MAX_MESSAGE_CHARS,
                        metavar="N",
                        help=f"cut any message longer than this to head + tail (default "
@@ -176,7 +192,7 @@ def config_from_args(args: argparse.Namespace, argv: list[str]) -> RunConfig:
                            max_response_bytes=int(args.max_response_mb * 1_000_000))
     return RunConfig(
         source=args.source, out=args.out, dry_run=args.dry_run, pool=pool, redact=not args.no_redact,
-        force=args.force, max_failed=args.max_failed,
+        force=args.force, max_failed=args.max_failed, select=args.select,
         ingest=IngestOptions(include_subagents=args.include_subagents, max_states=args.max_states,
                              max_message_chars=args.max_message_chars,
                              max_prompt_tokens=args.max_prompt_tokens, max_length=args.max_length,
