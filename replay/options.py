@@ -46,7 +46,7 @@ class ExportOptions(StrictModel):
 
 
 class RunConfig(StrictModel):
-    source: Path
+    source: Path | list[Path]        # one path (run.json as before) or several (--source a,b)
     out: Path
     dry_run: bool = False
     redact: bool = True               # one redaction pass per state, right after ingestion

@@ -43,6 +43,7 @@ class Report(BaseModel):
     budget: dict[str, int] = Field(default_factory=dict)
     history: dict[str, int] = Field(default_factory=dict)       # messages ingestion added or left out
     problems: list[dict[str, Any]] = Field(default_factory=list)
+    formats: dict[str, dict[str, int]] = Field(default_factory=dict)   # format -> {files, states}
     extra: dict[str, Any] = Field(default_factory=dict)
 
     def add_ingest(self, stats: IngestStats) -> None:
@@ -53,6 +54,7 @@ class Report(BaseModel):
                      "skipped_records", "skipped_traces", "skipped_turns", "budget", "history"):
             setattr(self, name, dict(sorted(getattr(stats, name).items())))
         self.problems = list(stats.problems)
+        self.formats = {name: dict(counts) for name, counts in sorted(stats.formats.items())}
 
 
 def too_many_failed(report: Report, max_failed: float) -> str | None:

@@ -46,13 +46,16 @@ class Interrupted(BaseException):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="python -m replay.run",
-        description="Turn Claude Code sessions or SWE-bench rollouts into DPO pairs: a pool of teacher "
-                    "LLMs answers every assistant turn; their consensus is `chosen`, the student's "
-                    "real action `rejected` (or KTO / SFT rows: --format).",
+        description="Turn coding-agent traces (Claude Code, Codex CLI, Gemini CLI and Copilot CLI "
+                    "sessions, SWE-bench rollouts) into DPO pairs: a pool of teacher LLMs answers every "
+                    "assistant turn; their consensus is `chosen`, the student's real action `rejected` "
+                    "(or KTO / SFT rows: --format).",
         epilog="example: python -m replay.run --source ~/.claude/projects --teachers gpt-5,deepseek")
-    parser.add_argument("--source", type=Path, required=True,
-                        help="a session .jsonl, a project folder, or ~/.claude/projects (searched "
-                             "recursively); rollout dirs from collect.run work too")
+    parser.add_argument("--source", action="append", required=True, metavar="PATH[,PATH…]",
+                        help="where the traces are; repeat it or separate paths with commas: session "
+                             "files and folders searched recursively, any mix of ~/.claude/projects, "
+                             "~/.codex/sessions, ~/.gemini/tmp, ~/.copilot/session-state and rollout "
+                             "dirs from collect.run; each file's format is told by its content")
     parser.add_argument("--out", type=out_folder, default=Path("replay-out"),
                         help="output folder (default: ./replay-out); a run writes into a hidden folder "
                              "inside it and swaps it in at the end")
@@ -190,9 +193,12 @@ def config_from_args(args: argparse.Namespace, argv: list[str]) -> RunConfig:
                            max_cost=args.max_cost, allow_same_family=args.allow_same_family,
                            redact=not args.no_redact, batch=args.batch, batch_poll=args.batch_poll,
                            max_response_bytes=int(args.max_response_mb * 1_000_000))
+    from ingestion.sources import split_sources
+
+    sources = split_sources(args.source)
     return RunConfig(
-        source=args.source, out=args.out, dry_run=args.dry_run, pool=pool, redact=not args.no_redact,
-        force=args.force, max_failed=args.max_failed, select=args.select,
+        source=sources[0] if len(sources) == 1 else sources, out=args.out, dry_run=args.dry_run, pool=pool,
+        redact=not args.no_redact, force=args.force, max_failed=args.max_failed, select=args.select,
         ingest=IngestOptions(include_subagents=args.include_subagents, max_states=args.max_states,
                              max_message_chars=args.max_message_chars,
                              max_prompt_tokens=args.max_prompt_tokens, max_length=args.max_length,
