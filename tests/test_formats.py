@@ -214,3 +214,35 @@ def test_settle_keeps_only_pairs_by_default():
     assert settle(agree, proposals, vote(proposals, CWD)).row is None
     row = settle(agree, proposals, vote(proposals, CWD), keep=KEEP["sft"]).row
     assert row is not None and row["verdict"] == "agree" and row["chosen"]
+
+
+def test_a_session_with_a_failed_call_gives_kto_rows_both_ways(tmp_path):
+    """Through the CLI: a real session file whose tool result is `is_error`, three agreeing loopback
+    teachers, --format kto: the consensus desirable on both turns, the failed call undesirable."""
+    from functools import partial
+
+    from datasets import load_from_disk
+
+    from tests.llm_server import LLMServer
+    from tests.sessions import assistant, text, tool_use, user, write_session
+    from tests.teacher_script import scripted
+
+    failing = [{"type": "tool_result", "tool_use_id": "toolu_1", "is_error": True,
+                "content": "Exit code 1\nrm: cannot remove 'build': Permission denied"}]
+    write_session(tmp_path / "src", [
+        user("u1", None, "clean the build folder"),
+        assistant("a1", "u1", "msg_1", tool_use("toolu_1", "rm -rf build")),
+        user("u2", "a1", failing),
+        assistant("a2", "u2", "msg_2", text("The build folder is gone.")),
+    ])
+    with LLMServer(partial(scripted, agreeing=("a", "b", "c"))) as server:
+        teachers = ",".join(f"{n}=openai/{n}@{server.url}" for n in "abc")
+        assert main(["--source", str(tmp_path / "src"), "--out", str(tmp_path / "out"), "--teachers",
+                     teachers, "--cache", str(tmp_path / "cache.sqlite"), "--format", "kto"]) == 0
+    rows = load_from_disk(str(tmp_path / "out" / "dataset")).to_list()
+    assert [(r["turn"], r["label"], r["completion_from"], r["student_outcome"]) for r in rows] == [
+        (0, True, "consensus", "error"), (0, False, "student", "error"), (1, True, "consensus", "ok")]
+    call = rows[1]["completion"][0]["tool_calls"][0]["function"]
+    assert call == {"name": "Bash", "arguments": {"command": "rm -rf build"}}
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["extra"]["format"]["undesirable"] == 1 and report["outcomes"]["error"] == 1
