@@ -65,11 +65,17 @@ class Settled(NamedTuple):
     student: str | None = None  # the tier at which the student agreed (agree only)
 
 
+PAIRS_ONLY = frozenset({"pair"})
+
+
 def settle(state: TraceState, proposals: list[Proposal], result: ConsensusResult | None,
-           memo: PromptMemo | None = None, match: str = "intent", row: bool = True) -> Settled:
+           memo: PromptMemo | None = None, match: str = "intent", row: bool = True,
+           keep: frozenset[str] = PAIRS_ONLY) -> Settled:
     """A state's verdict from its proposals and consensus, and its DPO row when it is a pair. The
     student is compared at the tiers `match` allows (`consensus.methods.student_match`). `row=False`
     decides without building the row (the view needs the verdict only).
+    `keep`: the verdicts that get a row (`replay.export.formats.KEEP`: KTO and SFT also learn from
+    `agree` states, KTO from `abstained` ones); beyond pairs, every row carries its `verdict`.
 
     `failed`: teachers were asked and not one usable answer came back, at least one of them for want
     of an answer (a call that failed, stayed malformed, or was not made for the budget): a re-run asks
@@ -87,13 +93,22 @@ def settle(state: TraceState, proposals: list[Proposal], result: ConsensusResult
         return Settled("failed", None)
     if not proposals or result is None:
         return Settled("all_teachers_excluded", None)
+
+    def built(verdict: str) -> dict[str, Any] | None:
+        if not row or verdict not in keep:
+            return None
+        # An abstention has no consensus, even where the method named a candidate below the bar.
+        judged = result.model_copy(update={"action": None}) if verdict == "abstained" else result
+        pair = pair_row(state, judged, proposals, memo)  # type: ignore[union-attr]
+        return pair if keep == PAIRS_ONLY else {**pair, "verdict": verdict}
+
     if not result.reached or result.action is None:
-        return Settled("abstained", None)
+        return Settled("abstained", built("abstained"))
     cwd = state.metadata.get("cwd")
     student = student_match(state.student_action, result, cwd, match, IntentContext(cwd, state.messages))
     if student is not None:
-        return Settled("agree", None, student)
-    return Settled("pair", pair_row(state, result, proposals, memo) if row else None)
+        return Settled("agree", built("agree"), student)
+    return Settled("pair", built("pair"))
 
 
 def failed(proposals: list[Proposal]) -> bool:
@@ -159,7 +174,7 @@ def finish_hindsight(outcomes: Outcomes, recoveries: Mapping[str, Action]) -> Hi
 
 
 def settle_weighted(states: Iterable[TraceState], outcomes: Outcomes, options: ConsensusOptions,
-                    pool: TeacherPool) -> None:
+                    pool: TeacherPool, keep: frozenset[str] = PAIRS_ONLY) -> None:
     """`--consensus weighted`, once every answer is in: each teacher's reliability (Dawid–Skene over
     the run's intent keys), then every state decided with those weights, in input order."""
     order = sorted(outcomes.keys)
@@ -171,7 +186,7 @@ def settle_weighted(states: Iterable[TraceState], outcomes: Outcomes, options: C
         cwd = state.metadata.get("cwd")
         result = run_method("weighted", proposals, cwd, options.min_agreement, options.match,
                             IntentContext(cwd, state.messages), weights) if proposals else None
-        settled = settle(state, proposals, result, match=options.match)
+        settled = settle(state, proposals, result, match=options.match, keep=keep)
         count(outcomes, settled, result, proposals)
         note_failed(outcomes, index, state, result, settled)
         outcomes.decided[index] = verdict_record(state, settled.verdict, settled.student, result, proposals,
@@ -183,7 +198,8 @@ def settle_weighted(states: Iterable[TraceState], outcomes: Outcomes, options: C
 async def replay_states(states: Iterable[TraceState], pool: TeacherPool, options: ConsensusOptions,
                         judge: Judge | None = None,
                         on_state: Callable[[], None] | None = None,
-                        again: Callable[[], Iterable[TraceState]] | None = None) -> Outcomes:
+                        again: Callable[[], Iterable[TraceState]] | None = None,
+                        keep: frozenset[str] = PAIRS_ONLY) -> Outcomes:
     """Ask, decide and pair every state. One trace's states are asked in turn order, each once the
     previous one's answers are in, so every request finds the one before it (which it extends) in the
     provider's prompt cache; different traces run concurrently, a bounded number at a time.
@@ -204,7 +220,7 @@ async def replay_states(states: Iterable[TraceState], pool: TeacherPool, options
                 outcomes.keys[index] = state_keys(state, answers.proposals, options.match)
                 return
             result = await decide(state, answers.proposals, options, judge) if answers.proposals else None
-            settled = settle(state, answers.proposals, result, match=options.match)
+            settled = settle(state, answers.proposals, result, match=options.match, keep=keep)
             count(outcomes, settled, result, answers.proposals)
             note_failed(outcomes, index, state, result, settled)
             excluded = [t.name for t in pool.split(state)[1]]
@@ -245,5 +261,5 @@ async def replay_states(states: Iterable[TraceState], pool: TeacherPool, options
         if queue is not None:
             queue.put_nowait(None)
     if weighted and again is not None:
-        await blocking(settle_weighted, again(), outcomes, options, pool)
+        await blocking(settle_weighted, again(), outcomes, options, pool, keep)
     return outcomes

@@ -42,6 +42,7 @@ class ExportOptions(StrictModel):
     preflight_templates: list[str] = Field(default_factory=list)  # flag rows per template, never drop
     test_split: float | None = None                             # share of rows in `test`, by trace
     license: str | None = None                                  # the card's license (Hub identifier)
+    format: Literal["dpo", "kto", "sft"] = "dpo"                # the trainer's (replay/export/formats.py)
 
 
 class RunConfig(StrictModel):

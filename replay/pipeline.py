@@ -226,6 +226,7 @@ async def _replay(work: Path, config: RunConfig, pool: TeacherPool, report: Repo
                   quiet: Any) -> tuple[Any, Any, Any]:
     from replay.ask import Judge
     from replay.decide import replay_states
+    from replay.export.formats import KEEP
     from replay.looplag import LoopLag
     from teachers.registry import parse_pool
 
@@ -245,7 +246,8 @@ async def _replay(work: Path, config: RunConfig, pool: TeacherPool, report: Repo
         async with LoopLag() as lag, quiet.freezing():
             try:
                 outcomes = await replay_states(asked_states(work), pool, config.consensus,
-                                               judge, on_state=tick, again=lambda: asked_states(work))
+                                               judge, on_state=tick, again=lambda: asked_states(work),
+                                               keep=KEEP[config.export.format])
             except* ReplayError as group:  # a cache fault in one task stops them all: say it once
                 raise group.exceptions[0] from None
     return outcomes, judge, lag
@@ -318,14 +320,18 @@ def export_pairs(config: RunConfig, out: Path, rows: list[dict[str, Any]], repor
     from replay.export.card import run_card_info
     from replay.export.checks import check_rows
     from replay.export.dataset import export_dataset, push_to_hub, write_card
+    from replay.export.formats import format_counts, format_rows
 
+    fmt = config.export.format
+    judged, rows = rows, format_rows(rows, fmt)
     rows, checks = check_rows(rows, config.export)
+    report.extra["format"] = format_counts(judged, rows, fmt)
     report.preflight_dropped = sum(checks["dropped"].values())
     report.extra["preflight_dropped_by_reason"] = checks["dropped"]
     report.extra["lengths"] = checks["lengths"]
     if checks["templates"]:
         report.extra["preflight_templates"] = checks["templates"]
-    dataset = export_dataset(rows, out, test_split=config.export.test_split)
+    dataset = export_dataset(rows, out, test_split=config.export.test_split, fmt=fmt)
     report.extra["dataset_rows"] = len(rows)
     if config.export.test_split is not None:
         report.extra["splits"] = {name: part.num_rows for name, part in dataset.items()}

@@ -48,7 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m replay.run",
         description="Turn coding-agent traces (Claude Code, Codex CLI, Gemini CLI and Copilot CLI "
                     "sessions, SWE-bench rollouts) into DPO pairs: a pool of teacher LLMs answers every "
-                    "assistant turn; their consensus is `chosen`, the student's real action `rejected`.",
+                    "assistant turn; their consensus is `chosen`, the student's real action `rejected` "
+                    "(or KTO / SFT rows: --format).",
         epilog="example: python -m replay.run --source ~/.claude/projects --teachers gpt-5,deepseek")
     parser.add_argument("--source", action="append", required=True, metavar="PATH[,PATH…]",
                         help="where the traces are; repeat it or separate paths with commas: session "
@@ -167,6 +168,11 @@ def _export_flags(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--test-split", type=fraction(upper_open=True, lower_open=True), default=None,
                        metavar="F", help="write `train` and `test` splits, about F of the pairs in `test`, "
                                          "grouped by trace_id (no trace in both)")
+    group.add_argument("--format", choices=["dpo", "kto", "sft"], default="dpo",
+                       help="the dataset's format. dpo (default): prompt/chosen/rejected pairs for "
+                            "DPOTrainer; kto: unpaired prompt/completion/label rows for KTOTrainer (the "
+                            "consensus desirable, a student action that failed undesirable); sft: prompt + "
+                            "the consensus for SFTTrainer. Each keeps `tools` and the provenance columns")
     group.add_argument("--license", metavar="ID",
                        help="the dataset card's license, a Hugging Face identifier (e.g. mit, cc-by-4.0; "
                             "default: unknown)")
@@ -213,7 +219,7 @@ def _export_options(args: argparse.Namespace) -> ExportOptions:
     return ExportOptions(preflight_tokenizer=args.preflight_tokenizer, max_length=args.max_length,
                          push_to_hub=args.push_to_hub, tokenizer=args.tokenizer or args.preflight_tokenizer,
                          preflight_templates=templates,
-                         test_split=args.test_split, license=args.license)
+                         test_split=args.test_split, license=args.license, format=args.format)
 
 
 @contextmanager

@@ -1,5 +1,7 @@
 """End to end on CPU: pairs → export_dataset → load_from_disk → pre-flight → trl.DPOTrainer, 2 steps;
-and issue #17's acceptance on the shared fixtures' run at --max-length 8192.
+issue #17's acceptance on the shared fixtures' run at --max-length 8192; and issue #25's: the fixtures'
+run in each --format trains 2 steps with its trainer (DPOTrainer, KTOTrainer, SFTTrainer), tools intact,
+tool-call arguments rendered as objects.
 
 The exported dataset goes into DPOTrainer as loaded, with no conversion: TRL 1.16 passes the `tools`
 column and each message (tool calls included) straight to `apply_chat_template`.
@@ -70,23 +72,28 @@ def test_dpo_trains_on_the_exported_dataset(tmp_path):
 TEMPLATES = ("qwen3", "llama3.1", "hermes", "gemma3")
 
 
+def run_fixtures(fixtures_root: Path, root: Path, out: Path, *flags: str) -> dict[str, Any]:
+    """`replay.run` over every shared fixture with three loopback teachers (two agree), --max-length 8192,
+    the answers cached in `root`; returns the report."""
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        with LLMServer(partial(scripted, agreeing=("a", "b"))) as server:
+            teachers = ",".join(f"{n}=openai/{n}@{server.url}" for n in "abc")
+            assert main(["--source", str(fixtures_root), "--out", str(out), "--teachers", teachers,
+                         "--cache", str(root / "cache.sqlite"), "--max-length", "8192", *flags]) == 0
+    return json.loads((out / "report.json").read_text(encoding="utf-8"))
+
+
 @pytest.fixture(scope="module")
 def fixtures_run(tmp_path_factory: pytest.TempPathFactory, fixtures_root: Path) -> dict[str, Any]:
     """`replay.run` over every shared fixture with three loopback teachers, --max-length 8192 (the
     default 4-characters-per-token estimate), four real chat templates, a test split and a license."""
     root = tmp_path_factory.mktemp("fixtures_run")
-    out = root / "out"
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-        states = list(iter_states(fixtures_root, IngestOptions(max_length=8192), IngestStats()))
-        tiny = build_four_chars_tiny(root / "tiny", states)
-        with LLMServer(partial(scripted, agreeing=("a", "b"))) as server:
-            teachers = ",".join(f"{n}=openai/{n}@{server.url}" for n in "abc")
-            assert main(["--source", str(fixtures_root), "--out", str(out), "--teachers", teachers,
-                         "--cache", str(root / "cache.sqlite"), "--max-length", "8192", "--license", "mit",
-                         "--preflight-template", ",".join(TEMPLATES), "--test-split", "0.2"]) == 0
-    return {"out": out, "tiny": tiny, "root": root,
-            "report": json.loads((out / "report.json").read_text(encoding="utf-8"))}
+    states = list(iter_states(fixtures_root, IngestOptions(max_length=8192), IngestStats()))
+    tiny = build_four_chars_tiny(root / "tiny", states)
+    report = run_fixtures(fixtures_root, root, root / "out", "--license", "mit",
+                          "--preflight-template", ",".join(TEMPLATES), "--test-split", "0.2")
+    return {"out": root / "out", "tiny": tiny, "root": root, "report": report}
 
 
 def all_rows(out: Path) -> list[dict[str, Any]]:
@@ -189,3 +196,134 @@ def test_fixture_card_parses_names_no_path_and_splits_by_trace(fixtures_run: dic
     # shared by every folder named `out`).
     hub_style = load_dataset(str(out), cache_dir=str(fixtures_run["root"] / "hf-datasets"))
     assert hub_style["test"].to_list() == dataset["test"].to_list()
+
+
+# --- acceptance of issue #25: every format of the fixtures' run trains -------------------------------------
+
+def format_run(fixtures_run: dict[str, Any], fixtures_root: Path, fmt: str) -> dict[str, Any]:
+    """The fixtures' run again in `fmt`, from the same cached answers (the teachers are not asked twice)."""
+    out = fixtures_run["root"] / fmt
+    report = run_fixtures(fixtures_root, fixtures_run["root"], out, "--format", fmt)
+    from datasets import load_from_disk
+
+    return {"out": out, "report": report, "dataset": load_from_disk(str(out / "dataset"))}
+
+
+def check_outcomes_and_tools(dataset: Any, out: Path, tokenizer: Any, completion: str) -> None:
+    """Every row's `student_outcome` is its state's outcome kind (null where none was recorded); tools
+    are the state's, intact; and the chat template renders tool-call arguments as JSON objects."""
+    from ingestion.store import load_states
+
+    states = {s.state_id: s for s in load_states(out)}
+    rendered = 0
+    for row in dataset:
+        state = states[row["state_id"]]
+        outcome = state.metadata.get("outcome")
+        assert row["student_outcome"] == (outcome["kind"] if outcome else None)
+        assert row["tools"] == state.tools
+        calls = [call for m in row["prompt"] + row[completion] for call in m.get("tool_calls") or ()]
+        if calls and rendered < 20:
+            text = tokenizer.apply_chat_template(row["prompt"] + row[completion], tools=row["tools"],
+                                                 tokenize=False)
+            for call in calls:
+                arguments = call["function"]["arguments"]
+                assert isinstance(arguments, dict)
+                assert f'"arguments": {json.dumps(arguments, ensure_ascii=False)}' in text
+            rendered += 1
+    assert rendered == 20
+
+
+def two_steps(trainer: Any) -> None:
+    output = trainer.train()
+    assert trainer.state.global_step == 2 and math.isfinite(output.training_loss)
+
+
+def test_fixtures_dpo_rows_carry_outcomes_and_render_arguments_as_objects(fixtures_run: dict[str, Any]
+                                                                         ) -> None:
+    from datasets import concatenate_datasets, load_from_disk
+    from transformers import AutoTokenizer
+
+    dataset = load_from_disk(str(fixtures_run["out"] / "dataset"))
+    both = concatenate_datasets([dataset["train"], dataset["test"]])
+    tokenizer = AutoTokenizer.from_pretrained(str(fixtures_run["tiny"]))
+    check_outcomes_and_tools(both, fixtures_run["out"], tokenizer, "chosen")
+    assert fixtures_run["report"]["extra"]["format"] == {"name": "dpo", "trainer": "DPOTrainer",
+                                                         "rows": both.num_rows}
+
+
+def test_fixtures_kto_rows_train_with_kto_trainer(fixtures_run: dict[str, Any], fixtures_root: Path) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import KTOConfig, KTOTrainer
+
+    from ingestion.outcome import FAILED
+
+    run = format_run(fixtures_run, fixtures_root, "kto")
+    dataset, report, tiny = run["dataset"], run["report"], fixtures_run["tiny"]
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny))
+    check_outcomes_and_tools(dataset, run["out"], tokenizer, "completion")
+    assert report["pairs"] == fixtures_run["report"]["pairs"]  # the same answers, the same consensus
+    rows = dataset.to_list()
+    for row in rows:
+        failed = row["student_outcome"] in FAILED
+        if row["label"]:
+            assert row["completion_from"] == "consensus" and row["verdict"] in ("pair", "agree")
+            assert not (row["verdict"] == "agree" and failed)
+        else:
+            assert row["completion_from"] == "student" and failed and row["verdict"] in ("pair", "abstained")
+    counts = report["extra"]["format"]
+    assert counts["rows"] == len(rows) and counts["desirable"] == sum(r["label"] for r in rows)
+    assert counts["from_verdicts"]["agree"] > 0 and counts["desirable"] > report["pairs"] * 0.9
+    # Undesirable rows: failed student actions only, every failed one of the DPO run's pairs among them.
+    from ingestion.outcome import is_failed
+    from ingestion.store import load_states
+
+    failed = {s.state_id for s in load_states(run["out"]) if is_failed(s.metadata.get("outcome"))}
+    undesirable = {r["state_id"] for r in rows if not r["label"]}
+    assert undesirable <= failed and counts["undesirable"] == len(undesirable)
+    card = (run["out"] / "README.md").read_text(encoding="utf-8")
+    assert "from trl import KTOConfig, KTOTrainer" in card and "Format: `kto`" in card
+    assert f"| kto: undesirable | {counts['undesirable']} |" in card
+    pairs = all_rows(fixtures_run["out"])
+    assert {r["state_id"] for r in pairs if r["student_outcome"] in FAILED} <= undesirable
+
+    torch.manual_seed(0)
+    args = KTOConfig(output_dir=str(run["out"] / "train"), bf16=False, use_cpu=True, max_steps=2,
+                     per_device_train_batch_size=2, report_to=[], logging_steps=1, save_strategy="no",
+                     max_length=8192, seed=0, disable_tqdm=True)
+    trainer = KTOTrainer(model=AutoModelForCausalLM.from_pretrained(str(tiny)),
+                         ref_model=AutoModelForCausalLM.from_pretrained(str(tiny)), args=args,
+                         train_dataset=dataset, processing_class=tokenizer)
+    # Kept by the trainer: all but rows whose prompt alone passes 8192 tokens of this tokenizer (the run
+    # fitted them with the 4-characters-per-token estimate), as for DPO above.
+    assert trainer.train_dataset.num_rows >= 0.95 * len(rows)
+    first = trainer.train_dataset[0]
+    text = tokenizer.decode(first["prompt_ids"] + first["completion_ids"])
+    assert "# Tools" in text and '"name": "Bash"' in text  # the tools reach the model
+    two_steps(trainer)
+
+
+def test_fixtures_sft_rows_train_with_sft_trainer(fixtures_run: dict[str, Any], fixtures_root: Path) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import SFTConfig, SFTTrainer
+
+    run = format_run(fixtures_run, fixtures_root, "sft")
+    dataset, report, tiny = run["dataset"], run["report"], fixtures_run["tiny"]
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny))
+    check_outcomes_and_tools(dataset, run["out"], tokenizer, "completion")
+    assert set(dataset["verdict"]) == {"pair", "agree"}
+    assert report["extra"]["format"]["rows"] == dataset.num_rows
+
+    torch.manual_seed(0)
+    args = SFTConfig(output_dir=str(run["out"] / "train"), bf16=False, use_cpu=True, max_steps=2,
+                     per_device_train_batch_size=2, report_to=[], logging_steps=1, save_strategy="no",
+                     max_length=8192, seed=0, disable_tqdm=True)
+    trainer = SFTTrainer(model=AutoModelForCausalLM.from_pretrained(str(tiny)), args=args,
+                         train_dataset=dataset, processing_class=tokenizer)
+    assert trainer.train_dataset.num_rows >= 0.95 * dataset.num_rows
+    first = trainer.train_dataset[0]
+    # The loss is on the consensus only: the prompt's tokens are masked out of the labels.
+    assert 0 < sum(label != -100 for label in first["labels"]) < len(first["input_ids"])
+    assert "# Tools" in tokenizer.decode(first["input_ids"])
+    two_steps(trainer)

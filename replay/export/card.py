@@ -15,7 +15,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from replay.export.pairs import PAIR_COLUMNS
 from replay.hindsight import hindsight_lines
 from replay.options import RunConfig
 from replay.report import Report
@@ -30,15 +29,23 @@ COLUMN_DOCS = {
     "trace_id": "the session (or rollout) the turn comes from; splits never share one",
     "turn": "0-based index of the assistant turn in its trace",
     "source": "the log's format: `claude_code`, `swebench_rollout`, `codex`, `gemini`, `copilot`",
-    "student_model": "the model that wrote `rejected`",
+    "student_model": "the student's model (it wrote `rejected`, and the assistant turns of `prompt`)",
     "teachers": "the teachers that voted",
-    "winner_teachers": "the teachers whose answer is `chosen`",
+    "winner_teachers": "the teachers whose answer is the consensus",
     "votes": "weight and teachers of each group of equivalent answers, winner first",
     "agreement": "the winning group's share of the votes",
     "method": "the consensus method",
     "match": "the tier of equivalence that decided the consensus (`exact` or `intent`)",
     "cost_usd": "USD of the teacher calls for this state",
     "preflight": "chat template name → problems rendering this row through it ([] = trains as is)",
+    "student_outcome": "what the student's own action led to: `ok`, `error`, `rejected` (by the user), "
+                       "`interrupted`, `no_result`; null where the source recorded no outcome",
+    "completion": "one assistant message: the teachers' consensus, or (KTO, `label` false) the student's "
+                  "failed action",
+    "label": "KTO: true = desirable (the consensus), false = undesirable (a student action that failed)",
+    "verdict": "the state's verdict: `pair` (student differs from the consensus), `agree`, `abstained` "
+               "(no consensus)",
+    "completion_from": "`consensus` or `student`",
 }
 _SIZES = ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M"))
 _PROVENANCE = (("sources", "Sources"), ("student_models", "Student models"), ("teachers", "Teachers"),
@@ -46,9 +53,24 @@ _PROVENANCE = (("sources", "Sources"), ("student_models", "Student models"), ("t
                ("method", "Consensus method"), ("min_agreement", "Minimum agreement"))
 _KNOWN = {key for key, _ in _PROVENANCE} | {"pairs", "counts", "cost_usd", "command", "pretty_name",
                                            "license", "lengths", "templates", "max_length", "splits",
-                                           "columns", "confidence", "unpriced", "hindsight"}
-_INTRO = """DPO preference pairs made by teacher-replay: at each assistant turn of an agent trace, a pool of
-teacher LLMs answered; their consensus is `chosen`, the student's real action is `rejected`."""
+                                           "columns", "confidence", "unpriced", "format", "rows",
+                                           "hindsight"}
+_INTRO = {
+    "dpo": """DPO preference pairs made by teacher-replay: at each assistant turn of an agent trace, a pool of
+teacher LLMs answered; their consensus is `chosen`, the student's real action is `rejected`.""",
+    "kto": """KTO (unpaired preference) rows made by teacher-replay: at each assistant turn of an agent
+trace, a pool of teacher LLMs answered. Their consensus is a desirable `completion` (`label` true)
+wherever they reached one (whether the student differed or agreed); a student action that failed
+(`student_outcome` `error`, `rejected` or `interrupted`) is an undesirable one (`label` false), also
+where the teachers abstained. Where the student agreed with the teachers and its action failed, the
+state gives no row: the teachers endorsed what failed, so neither label is trusted.""",
+    "sft": """Supervised rows made by teacher-replay (conversational prompt-completion): at each assistant
+turn of an agent trace, a pool of teacher LLMs answered; `completion` is their consensus (states where
+the student differed from it, and where it agreed, unless its action then failed). SFTTrainer trains
+on the completion only (`completion_only_loss`), never on the student's earlier turns in `prompt`.""",
+}
+_TRAINER = {"dpo": "DPOTrainer", "kto": "KTOTrainer", "sft": "SFTTrainer"}
+_TAGS = {"dpo": ["dpo", "preference"], "kto": ["kto", "unpaired-preference"], "sft": ["sft"]}
 # Flags whose value is a local path; tokenizers may also be Hub names (`org/name`, kept).
 _PATH_FLAGS = {"--source", "--out", "--cache", "--run"}
 _TOKENIZER_FLAGS = {"--tokenizer", "--preflight-tokenizer", "--preflight-template"}
@@ -132,7 +154,7 @@ def _lengths(lengths: Mapping[str, Any]) -> list[str]:
              "(prompt includes the tool schemas; total = prompt + the longer completion).", "",
              "| part | " + " | ".join("max" if p == "p100" else p for p in points) + " |",
              "|---" * (len(points) + 1) + "|"]
-    for part in ("prompt", "chosen", "rejected", "total"):
+    for part in [key for key in lengths if key not in ("counted_with", "rows")]:
         lines.append(f"| {part} | " + " | ".join(str(lengths[part].get(p, "")) for p in points) + " |")
     return [*lines, ""]
 
@@ -141,7 +163,8 @@ def _templates(templates: Mapping[str, Any]) -> list[str]:
     if not templates:
         return []
     lines = ["## Chat templates", "",
-             "Every row rendered through each template as TRL's DPOTrainer renders it; the `preflight` "
+             "Every row rendered through each template as TRL's trainers render it (the prompt with the "
+             "generation prompt, then prompt + each completion, all with `tools=`); the `preflight` "
              "column lists each row's problems per template, so rows a template cannot express can be "
              "filtered out.", "", "| template | rows | pass | pass rate | problems |",
              "|---|---|---|---|---|"]
@@ -154,25 +177,40 @@ def _templates(templates: Mapping[str, Any]) -> list[str]:
     return [*lines, "", *(["Sources:", "", *sources, ""] if sources else [])]
 
 
+_TRAIN = {
+    "dpo": ["from trl import DPOConfig, DPOTrainer", "args = DPOConfig(output_dir=\"dpo\", max_length={n})",
+            "trainer = DPOTrainer(model=..., args=args, train_dataset=dataset, processing_class=tokenizer)"],
+    "kto": ["from trl import KTOConfig, KTOTrainer",
+            "args = KTOConfig(output_dir=\"kto\", max_length={n}, per_device_train_batch_size=8)",
+            "trainer = KTOTrainer(model=..., args=args, train_dataset=dataset, processing_class=tokenizer)"],
+    "sft": ["from trl import SFTConfig, SFTTrainer",
+            "args = SFTConfig(output_dir=\"sft\", max_length={n})  # loss on `completion` only (default)",
+            "trainer = SFTTrainer(model=..., args=args, train_dataset=dataset, processing_class=tokenizer)"],
+}
+_EXAMPLE = ("A runnable version, LoRA on the student's own chat template: `python examples/train_{fmt}.py "
+            "--dataset DIR --model STUDENT` in the teacher-replay repository.")
+
+
 def _use(info: Mapping[str, Any]) -> list[str]:
+    fmt = info.get("format", "dpo")
     max_length = info.get("max_length")
     templates = list(info.get("templates") or {})
-    code = ["```python", "from datasets import load_from_disk", "from trl import DPOConfig, DPOTrainer", "",
+    head, config, trainer = _TRAIN[fmt]
+    code = ["```python", "from datasets import load_from_disk", head, "",
             "dataset = load_from_disk(\"dataset\")" + ("[\"train\"]" if info.get("splits") else "")
             + "  # or load_dataset(<this repo>, split=\"train\")"]
     if templates:
         code.append(f"dataset = dataset.filter(lambda row: not row[\"preflight\"][\"{templates[0]}\"])"
                     f"  # rows {templates[0]} renders cleanly")
-    code += [f"args = DPOConfig(output_dir=\"dpo\", max_length={max_length})",
-             "trainer = DPOTrainer(model=..., args=args, train_dataset=dataset, processing_class=tokenizer)",
-             "```", ""]
+    code += [config.format(n=max_length), trainer, "```", ""]
     if max_length:
         counted = (info.get("lengths") or {}).get("counted_with", "estimate")
         text = (f"Train with `max_length={max_length}`: prompt + tools + the longer completion of every row "
                 f"fit it, counted with {counted} (TRL's default, 1024, would drop or truncate most rows).")
     else:
         text = "No training length was recorded: set `max_length` to your model's context."
-    return ["## Use", "", text, "", *code]
+    return ["## Use", "", f"Load it into TRL's `{_TRAINER[fmt]}` as it is:", "", *code, text, "",
+            _EXAMPLE.format(fmt=fmt), ""]
 
 
 def card_text(info: Mapping[str, Any]) -> str:
@@ -186,24 +224,32 @@ def card_text(info: Mapping[str, Any]) -> str:
     """
     import yaml
 
+    from replay.export.formats import COLUMNS
+
+    fmt = info.get("format", "dpo")
     counts = dict(info.get("counts", {}))
     pairs = int(info.get("pairs", counts.get("pairs", 0)))
-    header = {"pretty_name": info.get("pretty_name", "teacher-replay DPO pairs"),
+    rows = int(info.get("rows", pairs))
+    name = {"dpo": "DPO pairs", "kto": "KTO rows", "sft": "SFT rows"}[fmt]
+    header = {"pretty_name": info.get("pretty_name", f"teacher-replay {name}"),
               "license": info.get("license") or "unknown", "language": ["en"],
-              "tags": ["dpo", "preference", "tool-calling", "agents", "trl", "teacher-replay"],
-              "task_categories": ["text-generation"], "size_categories": [_size_category(pairs)],
+              "tags": [*_TAGS[fmt], "tool-calling", "agents", "trl", "teacher-replay"],
+              "task_categories": ["text-generation"], "size_categories": [_size_category(rows)],
               "configs": _configs(info.get("splits"))}
     lines = ["---", yaml.safe_dump(header, sort_keys=False).strip(), "---", "",
-             f"# {header['pretty_name']}", "", _INTRO, "", "## Provenance", ""]
+             f"# {header['pretty_name']}", "", _INTRO[fmt], "", f"Format: `{fmt}` (`--format {fmt}`).", "",
+             "## Provenance", ""]
     lines += [f"- **{label}**: {_show(info[key])}" for key, label in _PROVENANCE if key in info]
     lines += ["", "## Counts", "", "| count | n |", "|---|---|", f"| pairs | {pairs} |"]
+    if fmt != "dpo":
+        lines.append(f"| {fmt} rows | {rows} |")
     lines += [f"| {k} | {_show(v)} |" for k, v in counts.items() if k != "pairs"]
     lines += confidence_lines(info.get("confidence"))
     lines += hindsight_lines(info.get("hindsight"))
     if splits := info.get("splits"):
         lines += ["", "Splits (grouped by `trace_id`, no trace in two splits): " + _show(splits) + "."]
     lines += ["", "## Columns", "", "| column | what |", "|---|---|"]
-    lines += [f"| `{c}` | {COLUMN_DOCS.get(c, '')} |" for c in info.get("columns", PAIR_COLUMNS)]
+    lines += [f"| `{c}` | {COLUMN_DOCS.get(c, '')} |" for c in info.get("columns", COLUMNS[fmt])]
     lines += ["", *_lengths(info.get("lengths") or {}), *_templates(info.get("templates") or {})]
     lines += ["## Cost", "", f"{float(info.get('cost_usd', 0.0)):.4f} USD of teacher calls.", ""]
     if info.get("unpriced"):  # their calls count 0.0 above: say so rather than understate quietly
@@ -242,16 +288,20 @@ def run_card_info(config: RunConfig, rows: list[dict[str, Any]], report: Report)
     lengths = report.extra.get("lengths", {})
     dropped = report.extra.get("preflight_dropped_by_reason", {})
     return {
-        "pairs": len(rows), "sources": source_kinds(rows), "license": config.export.license,
+        "pairs": len(rows) if config.export.format == "dpo" else report.pairs, "rows": len(rows),
+        "format": config.export.format, "sources": source_kinds(rows), "license": config.export.license,
         "student_models": sorted({r["student_model"] for r in rows if r.get("student_model")}),
         "teachers": sorted(report.extra.get("per_teacher", {})),
         "excluded_teachers": report.excluded_same_family,
         "method": config.consensus.method, "min_agreement": config.consensus.min_agreement,
-        "match": config.consensus.match, "confidence": confidence(rows),
+        "match": config.consensus.match, "confidence": confidence(
+            [r for r in rows if r.get("completion_from", "consensus") == "consensus"]),
         "counts": {"states": report.states, "all_teachers_excluded": report.states_all_teachers_excluded,
                    "failed": report.states_failed, "abstained": report.consensus["abstained"],
                    "agree": report.agree,
                    "pairs": report.pairs, "preflight_dropped": report.preflight_dropped,
+                   **{f"{config.export.format}: {key}": n for key, n in report.extra.get("format", {}).items()
+                      if key in ("desirable", "undesirable", "agree_failed")},
                    **{f"dropped: {reason}": n for reason, n in dropped.items()}},
         "cost_usd": report.cost_usd, "unpriced": report.extra.get("unpriced", {}), "command": config.command,
         "hindsight": report.hindsight,

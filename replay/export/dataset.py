@@ -23,10 +23,11 @@ import orjson
 
 from ingestion.schema import ReplayError
 from replay.export.card import card_text
-from replay.export.pairs import PAIR_COLUMNS
+from replay.export.formats import COLUMNS
 from replay.files import replace_dir, write_lines, write_text
 
-__all__ = ["ExportError", "card_text", "export_dataset", "pair_features", "push_to_hub", "rows_to_dataset",
+__all__ = ["ExportError", "card_text", "export_dataset", "format_features", "pair_features", "push_to_hub",
+           "rows_to_dataset",
            "split_by_trace", "write_card"]
 
 
@@ -40,23 +41,36 @@ def pair_features():
     >>> pair_features()["prompt"]
     List(Json(decode=True))
     """
+    return format_features("dpo")
+
+
+def format_features(fmt: str):
+    """The datasets Features of a row of `fmt` (column order = `replay.export.formats.COLUMNS[fmt]`).
+
+    >>> format_features("kto")["label"], format_features("sft")["completion"]
+    (Value('bool'), List(Json(decode=True)))
+    """
     from datasets import Features, Json, List, Value
 
-    return Features({
+    known = {
         "prompt": List(Json()), "chosen": List(Json()), "rejected": List(Json()), "tools": List(Json()),
+        "completion": List(Json()), "label": Value("bool"),
         "state_id": Value("string"), "trace_id": Value("string"), "turn": Value("int64"),
         "source": Value("string"), "student_model": Value("string"),
         "teachers": List(Value("string")), "winner_teachers": List(Value("string")),
         "votes": Json(), "agreement": Value("float64"), "method": Value("string"),
         "cost_usd": Value("float64"), "match": Value("string"), "preflight": Json(),
-    })
+        "student_outcome": Value("string"), "verdict": Value("string"), "completion_from": Value("string"),
+    }
+    return Features({column: known[column] for column in COLUMNS[fmt]})
 
 
 JsonMemo = dict[int, tuple[Any, list[str]]]
 
 
-def rows_to_dataset(rows: list[dict[str, Any]], memo: JsonMemo | None = None):
-    """An in-memory Dataset of pair rows; a missing column is an error, not a column of nulls.
+def rows_to_dataset(rows: list[dict[str, Any]], memo: JsonMemo | None = None, fmt: str = "dpo"):
+    """An in-memory Dataset of rows of `fmt` (pairs by default); a missing column is an error, not a
+    column of nulls.
 
     The Arrow table is built here, JSON encoded with orjson, rather than by `Dataset.from_dict`
     (which encodes value by value in Python: most of an ablation's time). `memo` keeps the encoding
@@ -68,15 +82,16 @@ def rows_to_dataset(rows: list[dict[str, Any]], memo: JsonMemo | None = None):
     import pyarrow as pa
     from datasets import Dataset, DatasetInfo
 
+    names = COLUMNS[fmt]
     for number, row in enumerate(rows):
-        missing, extra = set(PAIR_COLUMNS) - set(row), set(row) - set(PAIR_COLUMNS)
+        missing, extra = set(names) - set(row), set(row) - set(names)
         if missing or extra:
-            raise ExportError(f"pair row {number}: missing columns {sorted(missing)}, "
+            raise ExportError(f"{fmt} row {number}: missing columns {sorted(missing)}, "
                               f"unknown columns {sorted(extra)}")
-    features = pair_features()
+    features = format_features(fmt)
     memo = {} if memo is None else memo
     columns = {column: _arrow_column(features[column], [row[column] for row in rows], memo)
-               for column in PAIR_COLUMNS}
+               for column in names}
     # A fingerprint of our own: without one, datasets pickles the whole table to hash it.
     return Dataset(pa.table(columns), info=DatasetInfo(features=features), fingerprint=uuid.uuid4().hex)
 
@@ -148,11 +163,12 @@ def split_by_trace(rows: list[dict[str, Any]], test_share: float) -> dict[str, l
 
 
 def export_dataset(rows: Iterable[dict[str, Any]], out_dir: str | Path, memo: JsonMemo | None = None,
-                   test_split: float | None = None):
+                   test_split: float | None = None, fmt: str = "dpo"):
     """Write `out_dir/dataset` and `out_dir/pairs.jsonl` atomically; returns the dataset loaded from disk.
 
     With `test_split`, `dataset` is a DatasetDict of `train` and `test` (see `split_by_trace`);
-    pairs.jsonl keeps every row in input order either way."""
+    pairs.jsonl keeps every row in input order either way (the rows of `fmt`: KTO and SFT rows too,
+    under the same name)."""
     from datasets import DatasetDict, load_from_disk
 
     out = Path(out_dir)
@@ -163,10 +179,11 @@ def export_dataset(rows: Iterable[dict[str, Any]], out_dir: str | Path, memo: Js
     try:
         if test_split is None:
             # datasets 5.2 writes an empty dataset as zero shards, which load_from_disk cannot read back.
-            rows_to_dataset(rows, memo).save_to_disk(str(tmp), num_shards=1 if not rows else None)
+            rows_to_dataset(rows, memo, fmt).save_to_disk(str(tmp), num_shards=1 if not rows else None)
         else:
             splits = split_by_trace(rows, test_split)
-            DatasetDict({name: rows_to_dataset(part, memo) for name, part in splits.items()}).save_to_disk(
+            parts = {name: rows_to_dataset(part, memo, fmt) for name, part in splits.items()}
+            DatasetDict(parts).save_to_disk(
                 str(tmp), num_shards={name: 1 for name, part in splits.items() if not part} or None)
         replace_dir(tmp, out / "dataset")
     finally:

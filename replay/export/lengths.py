@@ -12,8 +12,18 @@ from ingestion.tokens import TokenCounter
 PERCENTILES = (50, 90, 95, 99, 100)
 
 
+def completion_sides(row: dict[str, Any]) -> tuple[str, ...]:
+    """The columns holding a row's completions: `chosen` and `rejected` (DPO), else `completion`.
+
+    >>> completion_sides({"chosen": [], "rejected": []}), completion_sides({"completion": []})
+    (('chosen', 'rejected'), ('completion',))
+    """
+    return ("chosen", "rejected") if "chosen" in row else ("completion",)
+
+
 def row_lengths(row: dict[str, Any], counter: TokenCounter) -> dict[str, int]:
-    """Tokens of a row's prompt (tools included), chosen and rejected, and of the longer sequence.
+    """Tokens of a row's prompt (tools included), of each completion (chosen and rejected, or the
+    KTO / SFT `completion`), and of the longer sequence.
 
     >>> row = {"prompt": [{"role": "user", "content": "x" * 40}], "tools": [],
     ...        "chosen": [{"role": "assistant", "content": "y" * 8}], "rejected": []}
@@ -21,10 +31,8 @@ def row_lengths(row: dict[str, Any], counter: TokenCounter) -> dict[str, int]:
     {'prompt': 18, 'chosen': 10, 'rejected': 0, 'total': 28}
     """
     prompt = counter.tools(row.get("tools")) + sum(counter.message(m) for m in row["prompt"])
-    chosen = sum(counter.message(m) for m in row["chosen"])
-    rejected = sum(counter.message(m) for m in row["rejected"])
-    return {"prompt": prompt, "chosen": chosen, "rejected": rejected,
-            "total": prompt + max(chosen, rejected)}
+    parts = {side: sum(counter.message(m) for m in row[side]) for side in completion_sides(row)}
+    return {"prompt": prompt, **parts, "total": prompt + max(parts.values())}
 
 
 def percentiles(values: Iterable[int], points: tuple[int, ...] = PERCENTILES) -> dict[str, int]:
@@ -46,7 +54,8 @@ def length_summary(lengths: list[dict[str, int]], counted_with: str) -> dict[str
     7
     """
     summary: dict[str, Any] = {"counted_with": counted_with, "rows": len(lengths)}
-    for part in ("prompt", "chosen", "rejected", "total"):
+    parts = list(lengths[0]) if lengths else ["prompt", "chosen", "rejected", "total"]
+    for part in parts:
         summary[part] = percentiles(length[part] for length in lengths)
     return summary
 

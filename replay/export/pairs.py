@@ -23,7 +23,7 @@ from ingestion.schema import Action, Proposal, TraceState
 
 PAIR_COLUMNS = ("prompt", "chosen", "rejected", "tools", "state_id", "trace_id", "turn", "source",
                 "student_model", "teachers", "winner_teachers", "votes", "agreement", "method", "cost_usd",
-                "match", "preflight")
+                "match", "preflight", "student_outcome")
 
 # Thinking is the student's own; it never enters a preference pair, under any of its names.
 _THINKING_KEYS = frozenset({"thinking", "reasoning_content", "reasoning"})
@@ -124,15 +124,31 @@ def prompt_columns(state: TraceState, memo: PromptMemo | None = None
     return columns
 
 
+def student_outcome(state: TraceState) -> str | None:
+    """The `student_outcome` column: the kind of `metadata["outcome"]` (`ok`, `error`, `rejected`,
+    `interrupted`, `no_result`), None (null in the dataset) where the source recorded no outcome.
+
+    >>> s = TraceState(state_id="s", trace_id="t", turn=0, source="claude_code", student_action=Action(),
+    ...                messages=[], metadata={"outcome": {"kind": "error", "calls": []}})
+    >>> student_outcome(s), student_outcome(s.model_copy(update={"metadata": {}}))
+    ('error', None)
+    """
+    outcome = state.metadata.get("outcome")
+    return outcome.get("kind") if isinstance(outcome, dict) else None
+
+
 def pair_row(state: TraceState, result: ConsensusResult, proposals: Sequence[Proposal],
              memo: PromptMemo | None = None) -> dict[str, Any]:
     """The DPO row of a state already judged a pair. `chosen` is the consensus action cleaned of the
-    `cd <cwd> &&` prefix its canonical form ignores; `match` the tier that decided the consensus."""
+    `cd <cwd> &&` prefix its canonical form ignores; `match` the tier that decided the consensus.
+    A state without a consensus (abstained: `replay.export.formats` keeps those for KTO) gets an
+    empty `chosen` and no `match`."""
     prompt, tools = prompt_columns(state, memo)
-    chosen = clean_action(result.action, state.metadata.get("cwd"))  # type: ignore[arg-type]
+    chosen = ([] if result.action is None
+              else [action_message(clean_action(result.action, state.metadata.get("cwd")))])
     return {
         "prompt": prompt,
-        "chosen": [action_message(chosen)],
+        "chosen": chosen,
         "rejected": [action_message(state.student_action)],
         "tools": tools,
         "state_id": state.state_id,
@@ -146,8 +162,9 @@ def pair_row(state: TraceState, result: ConsensusResult, proposals: Sequence[Pro
         "agreement": result.agreement,
         "method": result.method,
         "cost_usd": sum(p.cost_usd for p in proposals),
-        "match": result.match or "exact",
+        "match": (result.match or "exact") if result.action is not None else None,
         "preflight": {},  # filled by replay.export.checks with --preflight-template / --preflight-tokenizer
+        "student_outcome": student_outcome(state),
     }
 
 

@@ -31,13 +31,17 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from replay.export.lengths import completion_sides
 from replay.export.templates import ChatTemplate, TemplateError, tokenizer_template
 
 # With the tokenizer you train with, these make a row harmful or useless: it is dropped.
+# `prompt_not_prefix_of_completion`: the same check for KTO and SFT rows (replay.export.formats).
 DROP_REASONS = ("template_error", "prompt_not_prefix_of_chosen", "prompt_not_prefix_of_rejected",
-                "tool_calls_not_rendered", "chosen_equals_rejected", "too_long")
+                "prompt_not_prefix_of_completion", "tool_calls_not_rendered", "chosen_equals_rejected",
+                "too_long")
 PROBLEMS = ("template_error", "prompt_not_prefix_of_chosen", "prompt_not_prefix_of_rejected",
-            "tool_calls_not_rendered", "content_not_rendered", "chosen_equals_rejected", "too_long")
+            "prompt_not_prefix_of_completion", "tool_calls_not_rendered", "content_not_rendered",
+            "chosen_equals_rejected", "too_long")
 
 
 def load_tokenizer(tokenizer: Any):
@@ -147,12 +151,11 @@ def row_problems(row: dict[str, Any], template: ChatTemplate,
     tools = _tools(row)
     try:
         prompt = template.render(row["prompt"], tools, add_generation_prompt=True)
-        chosen = template.render(row["prompt"] + row["chosen"], tools)
-        rejected = template.render(row["prompt"] + row["rejected"], tools)
+        rendered = {side: template.render(row["prompt"] + row[side], tools) for side in completion_sides(row)}
     except (TemplateError, ValueError, TypeError, KeyError, AttributeError) as error:
         return ["template_error"], f"{type(error).__name__}: {error}"[:200]
     problems: set[str] = set()
-    for name, full in (("chosen", chosen), ("rejected", rejected)):
+    for name, full in rendered.items():
         prefix = full.startswith(prompt)
         if not prefix:
             problems.add(f"prompt_not_prefix_of_{name}")
@@ -161,7 +164,7 @@ def row_problems(row: dict[str, Any], template: ChatTemplate,
             problems.update(missing_parts(message, tail))
     for message in row["prompt"]:
         problems.update(missing_parts(message, prompt))
-    if chosen == rejected:
+    if "chosen" in rendered and rendered["chosen"] == rendered["rejected"]:
         problems.add("chosen_equals_rejected")
     if template.tokenizer is not None:
         problems.update(_token_problems(row, template, tools, max_length))
@@ -173,7 +176,7 @@ def _token_problems(row: dict[str, Any], template: ChatTemplate, tools: Any,
     prompt = template.ids(row["prompt"], tools, add_generation_prompt=True)
     problems = []
     longest = 0
-    for name in ("chosen", "rejected"):
+    for name in completion_sides(row):
         ids = template.ids(row["prompt"] + row[name], tools)
         longest = max(longest, len(ids))
         if ids[:len(prompt)] != prompt:
