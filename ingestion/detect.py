@@ -52,6 +52,9 @@ def record_format(record: dict[str, Any]) -> str | None:
     if isinstance(kind, str) and "." in kind and "data" in record \
             and kind.split(".")[0] in rules["copilot"]["event_prefixes"]:
         return "copilot"
+    found = trajectory_format(record)
+    if found is not None:
+        return found
     if any(key in record for key in rules["gemini"]["keys"]):
         return "gemini"
     if any(key in record for key in rules["claude_code"]["keys"]):
@@ -61,6 +64,32 @@ def record_format(record: dict[str, Any]) -> str | None:
     if kind in rules["codex"]["legacy_item_types"] or record.get("record_type") == "state" or (
             "id" in record and "timestamp" in record and ("instructions" in record or "git" in record)):
         return "codex"   # the pre-envelope layout: a bare header, bare response items, state lines
+    return None
+
+
+def trajectory_format(record: dict[str, Any]) -> str | None:
+    """The trajectory format (configs/formats.toml `[trajectories]`) whose key set `record` holds.
+
+    >>> trajectory_format({"schema_version": "ATIF-v1.5", "agent": {}, "steps": []})
+    'atif'
+    >>> trajectory_format({"messages": [], "instance_id": "x"}), trajectory_format({"messages": []})
+    ('trajectory_dataset', None)
+    """
+    rules = _rules()["trajectories"]
+    for name in rules["order"]:
+        if any(all(key in record for key in keys) for keys in rules[name]):
+            return name
+    return None
+
+
+def _head_trajectory(head: bytes) -> str | None:
+    """The trajectory format of a pretty-printed JSON file, from the keys named in its first MiB."""
+    if not head.lstrip().startswith(b"{"):
+        return None
+    rules = _rules()["trajectories"]
+    for name in rules["order"]:
+        if any(all(b'"%s"' % key.encode() in head for key in keys) for keys in rules[name]):
+            return name
     return None
 
 
@@ -101,11 +130,39 @@ def sniff(path: Path) -> str:
             found = record_format(value)
             if found is not None:
                 return found
+    head = _head(path)
+    if head.startswith(b"PAR1"):
+        return _parquet_format(path)
+    if not objects:   # pretty-printed, or a first line longer than the sniff
+        found = _head_trajectory(head)
+        if found is not None:
+            return found
     if not objects and path.name.endswith((".jsonl", ".jsonl.gz")):
         return "claude_code"
     if not objects and path.name.endswith(".json") and _pretty_gemini(path):
         return "gemini"
     return UNKNOWN
+
+
+def _head(path: Path) -> bytes:
+    try:
+        opener = gzip.open if path.name.endswith(".gz") else open
+        with opener(path, "rb") as handle:
+            return handle.read(SNIFF_BYTES)
+    except (OSError, EOFError, zlib.error):
+        return b""
+
+
+def _parquet_format(path: Path) -> str:
+    """A parquet file of trajectory rows (its columns name a trajectory dataset's keys), else unknown."""
+    import pyarrow.parquet as pq
+
+    try:
+        names = pq.read_schema(path).names
+    except (OSError, ValueError) as error:   # pyarrow's ArrowInvalid is a ValueError
+        del error
+        return UNKNOWN
+    return trajectory_format(dict.fromkeys(names)) or UNKNOWN
 
 
 def _pretty_gemini(path: Path) -> bool:
