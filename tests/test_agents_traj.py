@@ -116,6 +116,28 @@ def test_mini_swe_agent_text_and_tool_formats(tmp_path: Path) -> None:
     assert stats.history["reasoning_dropped"] == 1
 
 
+def test_mini_swe_agent_made_by_the_real_tool() -> None:
+    """examples/make_mini_swe_agent_trajectories.py: mini-swe-agent 2.4.6 itself, text and tool-call
+    models; the loopback server numbers calls per response (`call_0` every turn), as some servers do."""
+    made = DATA / "mini_swe_agent" / "made"
+    for path in sorted(made.glob("*.traj.json")):
+        raw = json.loads(path.read_text())
+        acting = sum(m["role"] == "assistant" for m in raw["messages"])
+        states, stats = _states(path)
+        assert sniff(path) == "mini_swe_agent" and len(states) == acting == 6
+        _check_invariants(states)
+        assert {s.student_model for s in states} == {"openai/gpt-4o-mini"}
+        assert [c.name for s in states for c in s.student_action.tool_calls] == ["bash"] * 6
+        assert states[0].student_action.tool_calls[0].arguments == {"command": "ls"}
+        assert "```" not in states[0].student_action.content
+        outcomes = [s.metadata["outcome"] for s in states]
+        assert [o["calls"][0]["exit_code"] for o in outcomes] == [0, 0, 1, 0, 0, None]
+        assert [o["kind"] for o in outcomes] == ["ok", "ok", "error", "ok", "ok", "no_result"]
+        assert states[2].metadata["recovery"] == states[3].state_id
+        assert outcomes[0]["exit_status"] == "Submitted"
+        assert stats.skipped_records["trajectory.role.exit"] == 1
+
+
 def test_swe_agent_traj() -> None:
     path = next((DATA / "swe_agent").glob("*.traj"))
     raw = json.loads(path.read_text())
@@ -191,7 +213,8 @@ def test_trajectory_datasets_saved_parquet_and_jsonl(tmp_path: Path) -> None:
     _check_invariants(states)
     assert stats.skipped_files == {"dataset_side_file": 1}   # saved/state.json
     assert stats.formats["trajectory_dataset"] == {"files": 3, "states": 3}
-    for each in (tmp_path / "saved" / "dataset_info.json", tmp_path / "rows.parquet", tmp_path / "rows.jsonl"):
+    for each in (tmp_path / "saved" / "dataset_info.json", tmp_path / "rows.parquet",
+                 tmp_path / "rows.jsonl"):
         assert sniff(each) in ("trajectory_dataset", "hf_dataset_info")
         assert len(_states(each)[0]) == 3
     resolved = [s.metadata["outcome"].get("resolved") for s in states]

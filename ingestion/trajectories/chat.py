@@ -97,6 +97,9 @@ class ChatBuilder:
         self.conversation, self.stats, self.model = conversation, stats, model
         self.open_text_call: ToolCall | None = None     # a text action waiting for its observation
         self.names: dict[str, str] = {}
+        # A call id met again (servers that number calls per response: `call_0` every turn) is renamed,
+        # and the results after it answer the newest call of that id.
+        self.current: dict[str, str] = {}
 
     def add(self, message: dict[str, Any], key: str, meta: dict[str, Any] | None = None) -> None:
         role = message.get("role")
@@ -123,6 +126,7 @@ class ChatBuilder:
         text = content_text(message.get("content"))
         calls = openai_calls(message.get("tool_calls"), key, self.stats)
         self.open_text_call = None
+        calls = [self._unique(call) for call in calls]
         if not calls:
             shown, command = text_action(text)
             if command is None and isinstance(message.get("action"), str) and message["action"].strip():
@@ -142,8 +146,18 @@ class ChatBuilder:
         digest = hashlib.sha1(orjson.dumps(action.to_message(), default=str)).hexdigest()[:12]
         self.conversation.items.append(Turn(action, f"{key}:{digest}", model, meta))
 
+    def _unique(self, call: ToolCall) -> ToolCall:
+        if call.id not in self.current:
+            self.current[call.id] = call.id
+            return call
+        self.stats.history["trajectory_reused_call_id"] += 1
+        renamed = f"{call.id}~{len(self.conversation.items)}"
+        self.current[call.id] = renamed
+        return call.model_copy(update={"id": renamed})
+
     def result(self, call_id: str, text: str, extra: Any = None, failed: bool | None = None) -> None:
         """The observation of call `call_id`: a tool message, and the call's outcome."""
+        call_id = self.current.get(call_id, call_id)
         if self.open_text_call is not None and call_id == self.open_text_call.id:
             self.open_text_call = None
         code = exit_code(text, extra)
