@@ -52,13 +52,13 @@ def record_format(record: dict[str, Any]) -> str | None:
     if isinstance(kind, str) and "." in kind and "data" in record \
             and kind.split(".")[0] in rules["copilot"]["event_prefixes"]:
         return "copilot"
-    found = trajectory_format(record)
-    if found is not None:
-        return found
     if any(key in record for key in rules["gemini"]["keys"]):
         return "gemini"
     if any(key in record for key in rules["claude_code"]["keys"]):
         return "claude_code"
+    found = trajectory_format(record)
+    if found is not None:
+        return found
     if kind in rules["gemini"]["message_types"] and "id" in record and "content" in record:
         return "gemini"
     if kind in rules["codex"]["legacy_item_types"] or record.get("record_type") == "state" or (
@@ -130,17 +130,15 @@ def sniff(path: Path) -> str:
             found = record_format(value)
             if found is not None:
                 return found
-    head = _head(path)
-    if head.startswith(b"PAR1"):
-        return _parquet_format(path)
-    if not objects:   # pretty-printed, or a first line longer than the sniff
-        found = _head_trajectory(head)
-        if found is not None:
+    if not objects:   # binary (parquet), pretty-printed, or a first line longer than the sniff
+        head = _head(path)
+        if path.name.endswith(".json") and _pretty_gemini(head):
+            return "gemini"
+        found = _parquet_format(path) if head.startswith(b"PAR1") else _head_trajectory(head)
+        if found is not None and found != UNKNOWN:
             return found
     if not objects and path.name.endswith((".jsonl", ".jsonl.gz")):
         return "claude_code"
-    if not objects and path.name.endswith(".json") and _pretty_gemini(path):
-        return "gemini"
     return UNKNOWN
 
 
@@ -165,9 +163,11 @@ def _parquet_format(path: Path) -> str:
     return trajectory_format(dict.fromkeys(names)) or UNKNOWN
 
 
-def _pretty_gemini(path: Path) -> bool:
-    """An older Gemini CLI session, pretty-printed over many lines: its head names both keys."""
-    with open(path, "rb") as handle:
-        head = handle.read(SNIFF_BYTES)
+def _pretty_gemini(head: bytes) -> bool:
+    """An older Gemini CLI session, pretty-printed over many lines: its head names both keys.
+
+    >>> _pretty_gemini(b' {"sessionId": "s", "messages": []}'), _pretty_gemini(b'{"steps": []}')
+    (True, False)
+    """
     return head.lstrip().startswith(b"{") and b'"sessionId"' in head and (
         b'"projectHash"' in head or b'"messages"' in head)
