@@ -292,3 +292,22 @@ def test_mixed_folder_with_trajectories_trains_two_dpo_steps(fixtures_root: Path
                          train_dataset=dataset, processing_class=AutoTokenizer.from_pretrained(str(tiny)))
     output = trainer.train()
     assert trainer.state.global_step == 2 and math.isfinite(output.training_loss)
+
+
+def test_every_trajectory_fixture_cut_anywhere_reads_without_an_exception(tmp_path: Path) -> None:
+    fixtures = sorted(p for p in DATA.rglob("*") if p.is_file() and p.name != "README.md")
+    assert len(fixtures) == 6
+    for n, path in enumerate(fixtures):
+        data = path.read_bytes()
+        for cut in (1, 2, 3, 5, 8, 13):
+            target = tmp_path / f"{n}-{cut}" / path.name
+            target.parent.mkdir()
+            target.write_bytes(data[: len(data) * cut // 14])
+    stats = IngestStats()
+    states = list(iter_states(tmp_path, IngestOptions(), stats))
+    _check_invariants(states)
+    assert stats.files == 36
+    # A cut whole-file JSON is a counted skip (`bad_json`, or `unknown_format` when the cut comes before
+    # the keys that name its format); the cut OpenHands row is a truncated line.
+    assert stats.skipped_files["bad_json"] + stats.skipped_files["unknown_format"] == 30
+    assert stats.skipped_lines["truncated_record"] == 6
