@@ -107,7 +107,8 @@ def _root_files(source: Path, stats: IngestStats) -> list[Path]:
     skipped = stats.skipped_files["unreadable_folder"]
     files = sorted(_walk(source, stats), key=lambda p: (p.name.startswith(AGENT_PREFIX), str(p)))
     if not files and stats.skipped_files["unreadable_folder"] == skipped:
-        raise SourceError(f"--source {source}: no session or trajectory files (*.jsonl, *.jsonl.gz, *.json, *.traj, *.parquet) found under it")
+        raise SourceError(f"--source {source}: no session or trajectory files (*.jsonl, *.jsonl.gz, *.json, "
+                          "*.traj, *.parquet) found under it")
     return files
 
 
