@@ -175,6 +175,33 @@ def test_openhands_output_rows() -> None:
     assert states[-1].metadata["outcome"]["kind"] == "no_result"   # trimmed before its observation
 
 
+def test_openhands_actions_without_function_calling(tmp_path: Path) -> None:
+    history = [{"id": 0, "source": "agent", "action": "system", "args": {"content": "sys"}},
+               {"id": 1, "source": "user", "action": "message", "args": {"content": "fix it"}},
+               {"id": 2, "source": "agent", "action": "run",
+                "args": {"command": "pytest", "thought": "Test."}},
+               {"id": 3, "source": "agent", "observation": "run", "cause": 2, "content": "1 failed",
+                "extras": {"metadata": {"exit_code": 1}}},
+               {"id": 4, "source": "agent", "action": "message", "args": {"content": "Cannot fix."}},
+               {"id": 5, "source": "agent", "action": "finish", "args": {"final_thought": "done"}}]
+    row = {"instance_id": "x__1", "instruction": "fix", "history": history, "error": None,
+           "metadata": {"llm_config": {"model": "deepseek/deepseek-chat"}}, "test_result": {"report": {}},
+           "resolved": False}
+    (tmp_path / "output.jsonl").write_text(json.dumps(row) + "\n")
+    states, _ = _states(tmp_path)
+    assert len(states) == sum(e.get("source") == "agent" and e.get("action") in ("run", "message", "finish")
+                              for e in history) == 3
+    _check_invariants(states)
+    first = states[0]
+    assert first.student_action.content == "Test."
+    assert first.student_action.tool_calls[0].name == "execute_bash"
+    assert first.student_action.tool_calls[0].arguments == {"command": "pytest"}
+    assert first.metadata["outcome"]["kind"] == "error" and first.metadata["outcome"]["resolved"] is False
+    assert first.metadata["recovery"] == states[1].state_id
+    assert states[1].messages[-1]["content"] == "1 failed"
+    assert {s.student_model for s in states} == {"deepseek/deepseek-chat"}
+
+
 def test_atif_trajectories() -> None:
     files = sorted((DATA / "atif").glob("*.json"))
     acting = sum(1 for f in files for s in json.loads(f.read_text())["steps"] if s["source"] == "agent")
