@@ -1,9 +1,11 @@
-"""Ingestion speed per format: MB/s of Codex CLI and Gemini CLI logs beside the Claude Code reader's.
+"""Ingestion speed per format: MB/s of Codex CLI, Gemini CLI logs and trajectories (mini-swe-agent,
+SWE-agent, OpenHands, ATIF, dataset rows) beside the Claude Code reader's.
 
     python bench/formats.py [--mb 20] [--long-mb 20] [--repeat 3]
 
 Per format, two corpora built in a temporary folder:
-- `files`: the format's fixtures (Claude Code: ../shared/fixtures; Codex, Gemini: tests/data/agents)
+- `files`: the format's fixtures (Claude Code: ../shared/fixtures; Codex, Gemini: tests/data/agents;
+  trajectories: tests/data/trajectories, dataset rows: the OpenHands fixture's row as `messages`)
   replicated to >= --mb MB, each copy with its own session, message and call ids (no dedup merges them);
 - `long`: one session of >= --long-mb MB, the format's longest fixture's turns repeated with fresh ids
   (Claude Code: the 04a fixture chained to itself, as bench/ingest.py builds it).
@@ -30,7 +32,8 @@ import orjson  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 AGENTS = ROOT / "tests" / "data" / "agents"
-ID_KEYS = {"id", "call_id", "sessionId", "session_id"}
+TRAJECTORIES = ROOT / "tests" / "data" / "trajectories"
+ID_KEYS = {"id", "call_id", "sessionId", "session_id", "instance_id"}
 
 
 def fresh_ids(value: Any, tag: str) -> Any:
@@ -45,7 +48,7 @@ def fresh_ids(value: Any, tag: str) -> Any:
 
 def copy_file(source: Path, target: Path, tag: str) -> int:
     data = source.read_bytes()
-    if source.name.endswith(".json"):
+    if source.name.endswith((".json", ".traj")):
         out = orjson.dumps(fresh_ids(orjson.loads(data), tag))
     else:
         out = b"".join(orjson.dumps(fresh_ids(orjson.loads(line), tag)) + b"\n"
@@ -122,7 +125,7 @@ def time_orjson(folder: Path) -> float:
     start = time.perf_counter()
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
         data = path.read_bytes()
-        if path.name.endswith(".json"):
+        if path.name.endswith((".json", ".traj")):
             orjson.loads(data)
         else:
             for line in data.split(b"\n"):
@@ -146,7 +149,28 @@ def corpora(work: Path, mb: float, long_mb: float, only: str | None) -> dict[str
     gemini = sorted(p for p in (AGENTS / "gemini").rglob("*") if p.is_file())
     made["gemini files"] = (work / "gm", replicate(gemini, work / "gm", mb))
     made["gemini long"] = (work / "gml", long_gemini(work / "gml", long_mb))
+    for fmt in ("mini_swe_agent", "swe_agent", "openhands", "atif"):
+        files = sorted(p for p in (TRAJECTORIES / fmt).rglob("*") if p.is_file() and p.name != "README.md")
+        made[f"{fmt} files"] = (work / fmt, replicate(files, work / fmt, mb))
+    made["trajectory_dataset rows"] = (work / "rows", dataset_rows(work / "rows", mb))
     return made
+
+
+def dataset_rows(target: Path, megabytes: float) -> int:
+    """A `*.jsonl` of dataset rows (SWE-rebench-openhands style): the made mini-swe-agent tool-call
+    trajectory's messages, one row per instance id."""
+    raw = orjson.loads((TRAJECTORIES / "mini_swe_agent" / "made" / "default.traj.json").read_bytes())
+    messages = [{k: v for k, v in m.items() if k != "extra"} for m in raw["messages"]]
+    out, total, n = [], 0, 0
+    while total < megabytes * 1_000_000:
+        line = orjson.dumps({"instance_id": f"repo__{n}", "resolved": n % 2 == 0, "model": "openai/gpt-4o",
+                             "messages": messages}) + b"\n"
+        out.append(line)
+        total += len(line)
+        n += 1
+    target.mkdir(parents=True, exist_ok=True)
+    (target / "rows.jsonl").write_bytes(b"".join(out))
+    return total
 
 
 def main() -> None:

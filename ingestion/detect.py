@@ -56,11 +56,40 @@ def record_format(record: dict[str, Any]) -> str | None:
         return "gemini"
     if any(key in record for key in rules["claude_code"]["keys"]):
         return "claude_code"
+    found = trajectory_format(record)
+    if found is not None:
+        return found
     if kind in rules["gemini"]["message_types"] and "id" in record and "content" in record:
         return "gemini"
     if kind in rules["codex"]["legacy_item_types"] or record.get("record_type") == "state" or (
             "id" in record and "timestamp" in record and ("instructions" in record or "git" in record)):
         return "codex"   # the pre-envelope layout: a bare header, bare response items, state lines
+    return None
+
+
+def trajectory_format(record: dict[str, Any]) -> str | None:
+    """The trajectory format (configs/formats.toml `[trajectories]`) whose key set `record` holds.
+
+    >>> trajectory_format({"schema_version": "ATIF-v1.5", "agent": {}, "steps": []})
+    'atif'
+    >>> trajectory_format({"messages": [], "instance_id": "x"}), trajectory_format({"messages": []})
+    ('trajectory_dataset', None)
+    """
+    rules = _rules()["trajectories"]
+    for name in rules["order"]:
+        if any(all(key in record for key in keys) for keys in rules[name]):
+            return name
+    return None
+
+
+def _head_trajectory(head: bytes) -> str | None:
+    """The trajectory format of a pretty-printed JSON file, from the keys named in its first MiB."""
+    if not head.lstrip().startswith(b"{"):
+        return None
+    rules = _rules()["trajectories"]
+    for name in rules["order"]:
+        if any(all(b'"%s"' % key.encode() in head for key in keys) for keys in rules[name]):
+            return name
     return None
 
 
@@ -101,16 +130,44 @@ def sniff(path: Path) -> str:
             found = record_format(value)
             if found is not None:
                 return found
+    if not objects:   # binary (parquet), pretty-printed, or a first line longer than the sniff
+        head = _head(path)
+        if path.name.endswith(".json") and _pretty_gemini(head):
+            return "gemini"
+        found = _parquet_format(path) if head.startswith(b"PAR1") else _head_trajectory(head)
+        if found is not None and found != UNKNOWN:
+            return found
     if not objects and path.name.endswith((".jsonl", ".jsonl.gz")):
         return "claude_code"
-    if not objects and path.name.endswith(".json") and _pretty_gemini(path):
-        return "gemini"
     return UNKNOWN
 
 
-def _pretty_gemini(path: Path) -> bool:
-    """An older Gemini CLI session, pretty-printed over many lines: its head names both keys."""
-    with open(path, "rb") as handle:
-        head = handle.read(SNIFF_BYTES)
+def _head(path: Path) -> bytes:
+    try:
+        opener = gzip.open if path.name.endswith(".gz") else open
+        with opener(path, "rb") as handle:
+            return handle.read(SNIFF_BYTES)
+    except (OSError, EOFError, zlib.error):
+        return b""
+
+
+def _parquet_format(path: Path) -> str:
+    """A parquet file of trajectory rows (its columns name a trajectory dataset's keys), else unknown."""
+    import pyarrow.parquet as pq
+
+    try:
+        names = pq.read_schema(path).names
+    except (OSError, ValueError) as error:   # pyarrow's ArrowInvalid is a ValueError
+        del error
+        return UNKNOWN
+    return trajectory_format(dict.fromkeys(names)) or UNKNOWN
+
+
+def _pretty_gemini(head: bytes) -> bool:
+    """An older Gemini CLI session, pretty-printed over many lines: its head names both keys.
+
+    >>> _pretty_gemini(b' {"sessionId": "s", "messages": []}'), _pretty_gemini(b'{"steps": []}')
+    (True, False)
+    """
     return head.lstrip().startswith(b"{") and b'"sessionId"' in head and (
         b'"projectHash"' in head or b'"messages"' in head)

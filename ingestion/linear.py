@@ -60,6 +60,7 @@ class Conversation:
     results: dict[str, dict[str, Any]] = field(default_factory=dict)   # call id -> call outcome
     meta: dict[str, Any] = field(default_factory=dict)                 # every state's metadata
     sidechain: bool = False
+    episode: dict[str, Any] = field(default_factory=dict)   # facts of the whole run (resolved, exit_status)
 
     def turns(self) -> list[Turn]:
         return [item for item in self.items if isinstance(item, Turn)]
@@ -127,7 +128,8 @@ def _outcomes(conversation: Conversation) -> list[dict[str, Any]]:
             if found is None:
                 found = call_outcome(call.id, call.name, "interrupted" if turn.aborted else "no_result")
             calls.append(found)
-        outcomes.append(turn_outcome(calls, "interrupted" if turn.aborted and not calls else None))
+        outcomes.append(turn_outcome(calls, "interrupted" if turn.aborted and not calls else None,
+                                     **conversation.episode))
     return outcomes
 
 

@@ -10,7 +10,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 # `claude_code` and `swebench_rollout` (collected rollouts), then the other agents' logs, by format.
-SourceKind = Literal["claude_code", "swebench_rollout", "codex", "gemini", "copilot"]
+SourceKind = Literal["claude_code", "swebench_rollout", "codex", "gemini", "copilot",
+                     "mini_swe_agent", "swe_agent", "openhands", "atif", "trajectory_dataset"]
 
 
 class ToolCall(BaseModel):

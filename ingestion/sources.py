@@ -24,9 +24,12 @@ from ingestion.schema import SourceError, TraceState
 from ingestion.stats import IngestStats
 
 ROLLOUT_SUFFIX = ".rollout.jsonl"
+TRAJECTORY_FORMATS = ("mini_swe_agent", "swe_agent", "openhands", "atif", "trajectory_dataset")
 SESSION_SUFFIXES = (".jsonl", ".jsonl.gz")
 # Whole-file JSON logs (Gemini CLI's session-*.json). Claude Code's side files are never read as traces.
 JSON_SUFFIX = ".json"
+# Trajectories and trajectory datasets (ingestion/trajectories/): SWE-agent's *.traj, parquet rows.
+TRAJECTORY_SUFFIXES = (".traj", ".parquet")
 SIDE_SUFFIXES = (".meta.json",)
 
 
@@ -45,7 +48,8 @@ def is_log_name(name: str) -> bool:
     >>> is_log_name("session-1.json"), is_log_name("agent-a.meta.json"), is_log_name("s.jsonl")
     (True, False, True)
     """
-    return is_session_name(name) or (name.endswith(JSON_SUFFIX) and not name.endswith(SIDE_SUFFIXES))
+    return is_session_name(name) or name.endswith(TRAJECTORY_SUFFIXES) or (
+        name.endswith(JSON_SUFFIX) and not name.endswith(SIDE_SUFFIXES))
 
 
 def split_sources(values: Sequence[str]) -> list[Path]:
@@ -104,7 +108,8 @@ def _root_files(source: Path, stats: IngestStats) -> list[Path]:
     skipped = stats.skipped_files["unreadable_folder"]
     files = sorted(_walk(source, stats), key=lambda p: (p.name.startswith(AGENT_PREFIX), str(p)))
     if not files and stats.skipped_files["unreadable_folder"] == skipped:
-        raise SourceError(f"--source {source}: no session files (*.jsonl, *.jsonl.gz, *.json) found under it")
+        raise SourceError(f"--source {source}: no session or trajectory files (*.jsonl, *.jsonl.gz, *.json, "
+                          "*.traj, *.parquet) found under it")
     return files
 
 
@@ -218,6 +223,11 @@ def _agent_states(path: Path, options: IngestOptions, stats: IngestStats,
     if is_side_file(path):   # a Workflow journal in a Claude Code session's folder: counted as before
         return session_states(path, options, stats, seen)
     found = sniff(path)
+    if found == "hf_dataset_state":   # a saved dataset's state.json: its dataset_info.json reads the folder
+        stats.skipped_files["dataset_side_file"] += 1
+        return iter(())
+    if found == "hf_dataset_info":
+        found = "trajectory_dataset"
     if found == UNKNOWN:
         stats.problem(str(path), None, "unknown_format", action="file",
                       detail="no reader knows its first records")
@@ -235,4 +245,8 @@ def _agent_states(path: Path, options: IngestOptions, stats: IngestStats,
         from ingestion.copilot import copilot_states
 
         return copilot_states(path, options, stats, seen.messages)
+    if found in TRAJECTORY_FORMATS:
+        from ingestion.trajectories import trajectory_states
+
+        return trajectory_states(path, found, options, stats, seen.messages)
     return session_states(path, options, stats, seen)

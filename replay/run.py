@@ -54,8 +54,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--source", action="append", required=True, metavar="PATH[,PATH…]",
                         help="where the traces are; repeat it or separate paths with commas: session "
                              "files and folders searched recursively, any mix of ~/.claude/projects, "
-                             "~/.codex/sessions, ~/.gemini/tmp, ~/.copilot/session-state and rollout "
-                             "dirs from collect.run; each file's format is told by its content")
+                             "~/.codex/sessions, ~/.gemini/tmp, ~/.copilot/session-state, rollout dirs "
+                             "from collect.run, and trajectories (mini-swe-agent *.traj.json, SWE-agent "
+                             "*.traj, OpenHands output.jsonl, Harbor ATIF, saved/parquet/jsonl trajectory "
+                             "datasets); each file's format is told by its content")
     parser.add_argument("--out", type=out_folder, default=Path("replay-out"),
                         help="output folder (default: ./replay-out); a run writes into a hidden folder "
                              "inside it and swaps it in at the end")

@@ -28,7 +28,8 @@ COLUMN_DOCS = {
     "state_id": "`<source>:<trace_id>:<turn>`, stable across runs",
     "trace_id": "the session (or rollout) the turn comes from; splits never share one",
     "turn": "0-based index of the assistant turn in its trace",
-    "source": "the log's format: `claude_code`, `swebench_rollout`, `codex`, `gemini`, `copilot`",
+    "source": "the log's format: `claude_code`, `swebench_rollout`, `codex`, `gemini`, `copilot`, "
+              "`mini_swe_agent`, `swe_agent`, `openhands`, `atif`, `trajectory_dataset`",
     "student_model": "the student's model (it wrote `rejected`, and the assistant turns of `prompt`)",
     "teachers": "the teachers that voted",
     "winner_teachers": "the teachers whose answer is the consensus",
@@ -324,5 +325,7 @@ def source_kinds(rows: list[dict[str, Any]]) -> list[str]:
         kinds.setdefault(row["source"], set()).add(row["trace_id"])
     names = {"claude_code": "Claude Code sessions", "swebench_rollout": "SWE-bench rollouts",
              "codex": "Codex CLI sessions", "gemini": "Gemini CLI sessions",
-             "copilot": "Copilot CLI sessions"}
+             "copilot": "Copilot CLI sessions", "mini_swe_agent": "mini-swe-agent trajectories",
+             "swe_agent": "SWE-agent trajectories", "openhands": "OpenHands histories",
+             "atif": "Harbor ATIF trajectories", "trajectory_dataset": "trajectory datasets"}
     return [f"{names.get(kind, kind)} ({len(traces)} traces)" for kind, traces in sorted(kinds.items())]
