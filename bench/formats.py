@@ -150,7 +150,13 @@ def corpora(work: Path, mb: float, long_mb: float, only: str | None) -> dict[str
     made["gemini files"] = (work / "gm", replicate(gemini, work / "gm", mb))
     made["gemini long"] = (work / "gml", long_gemini(work / "gml", long_mb))
     for fmt in ("mini_swe_agent", "swe_agent", "openhands", "atif"):
-        files = sorted(p for p in (TRAJECTORIES / fmt).rglob("*") if p.is_file() and p.name != "README.md")
+        if fmt == "atif":   # built from the documented shape, as the test does (no licensed copy)
+            from tests.test_agents_traj import atif_trajectories
+
+            files = atif_trajectories(work / "atif-src")
+        else:
+            files = sorted(p for p in (TRAJECTORIES / fmt).rglob("*")
+                           if p.is_file() and p.name != "README.md")
         made[f"{fmt} files"] = (work / fmt, replicate(files, work / fmt, mb))
     made["trajectory_dataset rows"] = (work / "rows", dataset_rows(work / "rows", mb))
     return made

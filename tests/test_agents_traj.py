@@ -202,15 +202,58 @@ def test_openhands_actions_without_function_calling(tmp_path: Path) -> None:
     assert {s.student_model for s in states} == {"deepseek/deepseek-chat"}
 
 
-def test_atif_trajectories() -> None:
-    files = sorted((DATA / "atif").glob("*.json"))
+BASH_TOOL = {"type": "function", "function": {"name": "execute_bash", "description": "Run a command.",
+                                               "parameters": {"type": "object", "required": ["command"],
+                                                              "properties": {"command": {"type": "string"}}}}}
+
+
+def atif_trajectories(folder: Path) -> list[Path]:
+    """Two ATIF trajectories in the documented shape (Harbor's `trajectory-format` docs, ATIF-v1.5):
+    one agent defining its tools (`agent.tool_definitions`) with tool calls, observations and
+    reasoning; one JSON-commands agent answering in text, with a system step."""
+    folder.mkdir(parents=True, exist_ok=True)
+    tools = {"schema_version": "ATIF-v1.5", "session_id": "atif-tools",
+             "agent": {"name": "openhands", "version": "1.0.0", "model_name": "openai/gpt-4o",
+                       "tool_definitions": [BASH_TOOL]},
+             "steps": [
+                 {"step_id": 1, "source": "user", "message": "Create hello.txt with 'Hello, world!'."},
+                 {"step_id": 2, "source": "agent", "message": "I'll look first.",
+                  "reasoning_content": "The folder may hold it already.",
+                  "tool_calls": [{"tool_call_id": "call_1", "function_name": "execute_bash",
+                                  "arguments": {"command": "ls"}}],
+                  "observation": {"results": [{"source_call_id": "call_1", "content": "README.md"}]}},
+                 {"step_id": 3, "source": "agent", "message": "",
+                  "tool_calls": [{"tool_call_id": "call_2", "function_name": "execute_bash",
+                                  "arguments": {"command": "echo 'Hello, world!' > hello.txt"}}],
+                  "observation": {"results": [{"source_call_id": "call_2", "content": ""}]}},
+                 {"step_id": 4, "source": "agent", "message": "Done: hello.txt holds the greeting."}],
+             "final_metrics": {"total_prompt_tokens": 900, "total_completion_tokens": 60}}
+    text = {"schema_version": "ATIF-v1.5", "session_id": "atif-text",
+            "agent": {"name": "terminus-2", "version": "2.0.0", "model_name": "openai/gpt-4o"},
+            "steps": [
+                {"step_id": 1, "source": "system", "message": "You solve tasks in a terminal."},
+                {"step_id": 2, "source": "user", "message": "Create hello.txt."},
+                {"step_id": 3, "source": "agent", "message": '{"commands": [{"keystrokes": "ls\\n"}]}'},
+                {"step_id": 4, "source": "user", "message": "README.md"},
+                {"step_id": 5, "source": "agent",
+                 "message": '{"commands": [{"keystrokes": "echo hi > hello.txt\\n"}]}'},
+                {"step_id": 6, "source": "agent", "message": '{"task_complete": true}'}]}
+    paths = [folder / "tools.trajectory.json", folder / "text.trajectory.json"]
+    for path, value in zip(paths, (tools, text), strict=True):
+        path.write_text(json.dumps(value, indent=2))
+    return paths
+
+
+def test_atif_trajectories(tmp_path: Path) -> None:
+    files = atif_trajectories(tmp_path / "atif")
     acting = sum(1 for f in files for s in json.loads(f.read_text())["steps"] if s["source"] == "agent")
-    states, stats = _states(DATA / "atif")
+    states, stats = _states(tmp_path / "atif")
     assert {sniff(f) for f in files} == {"atif"} and len(states) == acting == 6
     _check_invariants(states)
-    defined = [s for s in states if "str_replace_editor" in {t["function"]["name"] for t in s.tools}]
-    assert len(defined) == 2   # the OpenHands one offers its own agent.tool_definitions
+    defined = [s for s in states if "execute_bash" in {t["function"]["name"] for t in s.tools}]
+    assert len(defined) == 3   # the first agent offers its own agent.tool_definitions
     assert stats.history["reasoning_dropped"] >= 1
+    assert {s.student_model for s in states} == {"openai/gpt-4o"}
 
 
 def _rows() -> list[dict[str, Any]]:
@@ -323,15 +366,16 @@ def test_mixed_folder_with_trajectories_trains_two_dpo_steps(fixtures_root: Path
 
 def test_every_trajectory_fixture_cut_anywhere_reads_without_an_exception(tmp_path: Path) -> None:
     fixtures = sorted(p for p in DATA.rglob("*") if p.is_file() and p.name != "README.md")
+    fixtures += atif_trajectories(tmp_path / "atif")
     assert len(fixtures) == 6
     for n, path in enumerate(fixtures):
         data = path.read_bytes()
         for cut in (1, 2, 3, 5, 8, 13):
-            target = tmp_path / f"{n}-{cut}" / path.name
-            target.parent.mkdir()
+            target = tmp_path / "cut" / f"{n}-{cut}" / path.name
+            target.parent.mkdir(parents=True)
             target.write_bytes(data[: len(data) * cut // 14])
     stats = IngestStats()
-    states = list(iter_states(tmp_path, IngestOptions(), stats))
+    states = list(iter_states(tmp_path / "cut", IngestOptions(), stats))
     _check_invariants(states)
     assert stats.files == 36
     # A cut whole-file JSON is a counted skip (`bad_json`, or `unknown_format` when the cut comes before
