@@ -106,6 +106,8 @@ def run(config: RunConfig, console: Console | None = None) -> Report:
     try:
         if pool is not None and pool.cache.notice:
             console.print(f"[yellow]{pool.cache.notice}[/yellow]")
+        if pool is not None and not config.dry_run:
+            stop_unreachable(pool, console)
         with run_folder(config.out) as work:
             report = _run_into(work, config, pool, console)
             swap_in(work, config.out)
@@ -138,6 +140,17 @@ def _run_into(work: Path, config: RunConfig, pool: TeacherPool | None, console: 
         export_pairs(config, work, rows, report)
     write_json(work / REPORT_FILE, report.model_dump())
     return report
+
+
+def stop_unreachable(pool: TeacherPool, console: Console) -> None:
+    """Probe each teacher endpoint once (teachers.probe): none reachable is one line and exit 1 before
+    any work; the unreachable ones are stopped (their calls fail as `unreachable`) and named."""
+    from teachers.probe import check_reachable
+
+    for name, why in check_reachable(pool.teachers).items():
+        pool.breaker.trip(name, why)
+        console.print(f"[yellow]teacher {name} cannot be reached ({why}): its calls count as failed, "
+                      f"reason unreachable[/yellow]")
 
 
 def check_credentials(teachers: str) -> None:
@@ -268,6 +281,7 @@ def _fill_report(report: Report, pool: TeacherPool, outcomes: Any, judge: Any) -
     report.tokens = pool_report["tokens"]
     report.cost_usd = pool_report["cost_usd"]
     report.extra["per_teacher"] = pool_report["per_teacher"]
+    report.extra["rate_limits"] = pool.pacing()
     prompt = report.tokens["prompt"]
     share = report.tokens["cached_prompt"] / prompt if prompt else 0.0
     report.extra["prompt_cache"] = {"hit_share": round(share, 4)}

@@ -209,6 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     from replay.pipeline import RunFailed, run
     from replay.summary import print_summary
     from teachers.cache import CacheError
+    from teachers.probe import AllUnreachable
 
     try:
         with _signals():
@@ -222,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
         from teachers.scrub import scrub
 
         print(f"error: {scrub(str(error))}", file=sys.stderr)
-        return 1 if isinstance(error, CacheError | RunFailed) else 2
+        return 1 if isinstance(error, CacheError | RunFailed | AllUnreachable) else 2
     print_summary(report, str(args.out))
     if args.view:
         from replay.view.cli import main as view_main

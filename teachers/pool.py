@@ -23,10 +23,12 @@ import orjson
 
 from ingestion.schema import Proposal, TraceState
 from teachers.answer import answer_entry, to_proposal
+from teachers.breaker import Breaker, Unreachable
 from teachers.cache import CacheEntry, CacheError, ResponseCache, cache_key
 from teachers.client import MalformedAnswer, RetryPolicy, complete, describe_error
 from teachers.cost import Estimate, Tokens, cost_of, response_cost, tokens_of, unpriced_reason
 from teachers.prompt_cache import PrefixModel
+from teachers.ratelimit import Limiter, request_tokens
 from teachers.redact_state import redact_action
 from teachers.registry import TeacherSpec, split_by_family
 from teachers.request import build_request, call_options
@@ -54,7 +56,7 @@ class TeacherPool:
                  max_cost: float | None = None, allow_same_family: bool = False,
                  retry: RetryPolicy | None = None, prompt_version: str = PROMPT_VERSION,
                  expected_completion_tokens: int = 400, max_response_bytes: int = 10_000_000,
-                 redact_key: bytes | None = None) -> None:
+                 redact_key: bytes | None = None, adaptive: bool = True, breaker_threshold: int = 5) -> None:
         self.teachers = list(teachers)
         self.cache = cache if cache is not None else ResponseCache()
         self.concurrency, self.per_teacher = max(concurrency, 1), max(per_teacher, 1)
@@ -69,6 +71,11 @@ class TeacherPool:
         self.expected_completion_tokens = expected_completion_tokens
         self.stats = PoolStats()
         self.spend = Spend(max_cost)
+        # Pacing per teacher (teachers.ratelimit; off: fixed concurrency at the ceilings) and the
+        # circuit breaker that stops a teacher whose endpoint refuses connections (teachers.breaker).
+        self.adaptive = adaptive
+        self.limiters: dict[str, Limiter] = {}
+        self.breaker = Breaker(breaker_threshold)
         self.batched: dict[str, bool] = {}  # keys a provider batch answered in this run: paid now, not cached
         self._live = PrefixModel()       # the prompt cache as the calls of this run meet it (reservations)
         self._planned = PrefixModel()    # the same for a dry run's estimate
@@ -163,6 +170,10 @@ class TeacherPool:
                     counts: TeacherStats) -> Proposal | None:
         """This run's call, under the semaphores, a lease and a budget reservation; None when another
         run holds the lease or has just stored the answer (the caller looks again)."""
+        if self.breaker.is_open(teacher.name):  # stopped: fail at once, no place in line
+            counts.failed += 1
+            counts.unreachable += 1
+            return Proposal(**base, error=self.breaker.reason(teacher.name))
         expected, worst = self._reservation(teacher, state, messages, tools)
         total, mine = self._semaphores(teacher.name)
         async with mine, total:
@@ -175,12 +186,15 @@ class TeacherPool:
                 return Proposal(**base, error=BUDGET_EXHAUSTED)
             paid = [0.0]  # every answer this call was sent, malformed ones asked again included
             options = call_options(teacher.model, teacher.api_base, state.trace_id)
+            limiter = self._limiter(teacher.name)
+            weight = await blocking(request_tokens, messages, tools, teacher.params) if limiter else 0.0
             try:
                 entry, tokens = await complete(
                     teacher, messages, tools, timeout=self.timeout, policy=self.retry,
                     on_retry=lambda error: self._retried(error, counts, paid),
                     accept=lambda body: self._accept(teacher, key, base["sample"], body),
-                    max_response_bytes=self.max_response_bytes, options=options)
+                    max_response_bytes=self.max_response_bytes, options=options,
+                    limiter=limiter, weight=weight, breaker=self.breaker)
                 paid[0] += entry.cost_usd
             except CacheError:
                 raise
@@ -194,9 +208,13 @@ class TeacherPool:
                     return Proposal(**base, error=error.reason, prompt_tokens=bad.prompt_tokens,
                                     completion_tokens=bad.completion_tokens, cost_usd=bad.cost_usd)
                 counts.failed += 1
+                counts.unreachable += isinstance(error, Unreachable)
                 return Proposal(**base, error=describe_error(error, teacher))
             finally:
                 await self.spend.settle(held, paid[0])
+                if limiter is not None:
+                    counts.rate_limited = limiter.rate_limited
+                    counts.tokens_per_minute = limiter.report()["tokens_per_minute"]
         self._count_made(counts, entry, tokens)
         return await blocking(self._redacted, to_proposal(base, entry, cached=False))
 
@@ -274,6 +292,18 @@ class TeacherPool:
         return {t.name: reason for t in self.teachers if (reason := unpriced_reason(t))}
 
     # --- helpers -----------------------------------------------------------------------------------
+
+    def _limiter(self, teacher: str) -> Limiter | None:
+        if not self.adaptive:
+            return None
+        if teacher not in self.limiters:
+            self.limiters[teacher] = Limiter(min(self.per_teacher, self.concurrency))
+        return self.limiters[teacher]
+
+    def pacing(self) -> dict[str, dict[str, Any]]:
+        """Per teacher: achieved tokens per minute, 429s, the window it ended at, the limits providers
+        stated (report.json `rate_limits`)."""
+        return {name: limiter.report() for name, limiter in sorted(self.limiters.items())}
 
     def _semaphores(self, teacher: str) -> tuple[asyncio.Semaphore, asyncio.Semaphore]:
         loop = asyncio.get_running_loop()
