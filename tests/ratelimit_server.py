@@ -90,7 +90,8 @@ class Limits:
                 headers[f"x-ratelimit-reset-{kind}"] = duration((limit - left) * self.window / limit)
             if not ok:
                 short_requests = max(1 - self._level["requests"], 0.0) * self.window / self.rpm
-                short_tokens = max(min(tokens, self.tpm) - self._level["tokens"], 0.0) * self.window / self.tpm
+                deficit = max(min(tokens, self.tpm) - self._level["tokens"], 0.0)
+                short_tokens = deficit * self.window / self.tpm
                 headers["retry-after"] = str(max(math.ceil(max(short_requests, short_tokens)), 1))
         return ok, headers
 
@@ -103,7 +104,8 @@ class Limits:
         return sum(1 for _, _, status in self.log if status == 200)
 
 
-def rate_limited(limits: Limits, answer: Callable[[dict[str, Any]], Reply]) -> Callable[[dict[str, Any]], Reply]:
+def rate_limited(limits: Limits,
+                 answer: Callable[[dict[str, Any]], Reply]) -> Callable[[dict[str, Any]], Reply]:
     """A responder for `LLMServer`: `answer` scripts the reply of an admitted request."""
 
     def respond(body: dict[str, Any]) -> Reply:
