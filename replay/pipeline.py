@@ -128,7 +128,8 @@ def _run_into(work: Path, config: RunConfig, pool: TeacherPool | None, console: 
         report.extra["unpriced"] = pool.unpriced()
     if pool is not None and config.dry_run:
         report.extra["estimate"] = estimate_run(pool, work, config.pool.batch)
-        report.extra["estimate_model"] = ESTIMATE_MODEL.format(completion=pool.expected_completion_tokens)
+        report.extra["estimate_model"] = ESTIMATE_MODEL
+        report.extra["estimate_sources"] = {t.name: pool.completion(t).source for t in pool.teachers}
     elif pool is not None:
         rows = _ask(work, config, pool, report, console)
         if failure := too_many_failed(report, config.max_failed):
@@ -183,7 +184,8 @@ def build_pool(options: PoolOptions) -> TeacherPool:
 
 ESTIMATE_MODEL = ("prompt cache modelled per trace: a trace's first state at full price, then the prefix "
                   "each state shares with the previous one at the cached price where the provider caches "
-                  "(teachers/prompt_cache.py); {completion} completion tokens assumed per call")
+                  "(teachers/prompt_cache.py); completion tokens per call learned from each teacher's "
+                  "answers in the cache, else a prior (teachers/learned.py, configs/estimate.toml)")
 
 
 def estimate_run(pool: TeacherPool, out: Path, batch: bool = False) -> dict[str, dict[str, float]]:
@@ -198,13 +200,16 @@ def estimate_run(pool: TeacherPool, out: Path, batch: bool = False) -> dict[str,
         for est in pool.estimate(state, batched):
             row = totals.setdefault(est.teacher, {"calls": 0, "cached": 0, "prompt_tokens": 0,
                                                   "cached_prompt_tokens": 0, "completion_tokens": 0,
-                                                  "cost_usd": 0.0})
+                                                  "cost_usd": 0.0, "cost_usd_low": 0.0,
+                                                  "cost_usd_high": 0.0})
             row["calls"] += est.calls
             row["cached"] += est.cached
             row["prompt_tokens"] += est.prompt_tokens * est.calls
             row["cached_prompt_tokens"] += est.cached_prompt_tokens * est.calls
             row["completion_tokens"] += est.completion_tokens * est.calls
             row["cost_usd"] += est.cost_usd
+            row["cost_usd_low"] += est.cost_usd_low
+            row["cost_usd_high"] += est.cost_usd_high
             if est.batch:
                 row["batch"] = True
                 row["cost_usd_if_cached"] = row.get("cost_usd_if_cached", 0.0) + (est.cost_usd_if_cached

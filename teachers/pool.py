@@ -27,6 +27,7 @@ from teachers.breaker import Breaker, Unreachable
 from teachers.cache import CacheEntry, CacheError, ResponseCache, cache_key
 from teachers.client import MalformedAnswer, RetryPolicy, complete, describe_error
 from teachers.cost import Estimate, Tokens, cost_of, response_cost, tokens_of, unpriced_reason
+from teachers.learned import Completion, learned, priors
 from teachers.prompt_cache import PrefixModel
 from teachers.ratelimit import Limiter, request_tokens
 from teachers.redact_state import redact_action
@@ -79,6 +80,7 @@ class TeacherPool:
         self.batched: dict[str, bool] = {}  # keys a provider batch answered in this run: paid now, not cached
         self._live = PrefixModel()       # the prompt cache as the calls of this run meet it (reservations)
         self._planned = PrefixModel()    # the same for a dry run's estimate
+        self._completions: dict[str, Completion] = {}  # the estimate's completion tokens, per teacher
         self._requests: OrderedDict[str, tuple[TraceState, list[dict[str, Any]], list[dict[str, Any]]]] = \
             OrderedDict()
         self._memo_lock = threading.Lock()  # requests are built on worker threads
@@ -273,19 +275,32 @@ class TeacherPool:
         out = []
         for teacher in self.split(state)[0]:
             hits = sum(self.cache.get(self.key(teacher, state, s)) is not None for s in range(self.samples))
-            tokens = self._planned.predict(teacher, state.trace_id, messages, tools,
-                                           self.expected_completion_tokens)
+            completion = self.completion(teacher)
+            tokens = self._planned.predict(teacher, state.trace_id, messages, tools, completion.mean)
             paid = max(self.samples - hits, 0)
             batched = teacher.name in batch
             if_cached = cost_of(teacher, tokens, batch=True) * paid if batched else None
             if batched:
                 tokens = Tokens(tokens.prompt, tokens.completion)
+            prompt_usd = cost_of(teacher, Tokens(tokens.prompt, 0, tokens.cached, tokens.cache_write),
+                                 batch=batched)
+            low, high = (prompt_usd * factor + cost_of(teacher, Tokens(0, n), batch=batched)
+                         for factor, n in ((priors()["prompt_low"], completion.low),
+                                           (priors()["prompt_high"], completion.high)))
             out.append(Estimate(teacher=teacher.name, model=teacher.model, calls=self.samples, cached=hits,
                                 prompt_tokens=tokens.prompt, completion_tokens=tokens.completion,
                                 cached_prompt_tokens=tokens.cached, batch=batched,
                                 cost_usd=cost_of(teacher, tokens, batch=batched) * paid,
-                                cost_usd_if_cached=if_cached))
+                                cost_usd_if_cached=if_cached, cost_usd_low=low * paid,
+                                cost_usd_high=high * paid))
         return out
+
+    def completion(self, teacher: TeacherSpec) -> Completion:
+        """Completion tokens per call this teacher is expected to answer with (teachers.learned): from
+        its answers in the cache, else the prior; read once per run."""
+        if teacher.name not in self._completions:
+            self._completions[teacher.name] = learned(teacher, self.cache.path)
+        return self._completions[teacher.name]
 
     def unpriced(self) -> dict[str, str]:
         """Teacher name → why its calls cost 0.0 (no price for a custom endpoint, or none in the map)."""
