@@ -22,6 +22,7 @@ from replay.files import write_json, write_jsonl
 from replay.options import PoolOptions, RunConfig
 from replay.outdir import check_out, keep_failed, run_folder, swap_in
 from replay.report import Report, failure_kinds, too_many_failed
+from replay.waves import estimate_waves
 
 if TYPE_CHECKING:
     from teachers.pool import TeacherPool
@@ -130,6 +131,8 @@ def _run_into(work: Path, config: RunConfig, pool: TeacherPool | None, console: 
         report.extra["estimate"] = estimate_run(pool, work, config.pool.batch)
         report.extra["estimate_model"] = ESTIMATE_MODEL
         report.extra["estimate_sources"] = {t.name: pool.completion(t).source for t in pool.teachers}
+        report.extra["trace_parallel"] = estimate_waves(pool, work, config.pool.trace_parallel, sum(
+            row["cost_usd"] for row in report.extra["estimate"].values()))
     elif pool is not None:
         rows = _ask(work, config, pool, report, console)
         if failure := too_many_failed(report, config.max_failed):
@@ -253,8 +256,9 @@ async def _replay(work: Path, config: RunConfig, pool: TeacherPool, report: Repo
 
         async with LoopLag() as lag, quiet.freezing():
             try:
-                outcomes = await replay_states(load_states(work), pool, config.consensus,
-                                               judge, on_state=tick)
+                outcomes = await replay_states(
+                    load_states(work), pool, config.consensus, judge, on_state=tick,
+                    trace_parallel=config.pool.trace_parallel if config.pool else 1)
             except* ReplayError as group:  # a cache fault in one task stops them all: say it once
                 raise group.exceptions[0] from None
     return outcomes, judge, lag

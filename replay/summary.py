@@ -50,6 +50,12 @@ def print_summary(report: Report, out: str, console: Console | None = None) -> N
                      for end in ("low", "high"))
         rows.append(("estimate (USD)", f"${total:.2f}, range ${low:.2f}–${high:.2f}, prompt cache "
                                        f"modelled per trace"))
+    if waves := report.extra.get("trace_parallel"):
+        k1, chosen = waves["k1"], waves["chosen"]
+        rows.append(("trace parallel K = 1", f"${k1['cost_usd']:.2f} · {k1['hours']:.2f} h"))
+        rows.append((f"trace parallel K = {waves['k']}",
+                     f"${chosen['cost_usd']:.2f} · {chosen['hours']:.2f} h ({waves['waves']} waves for "
+                     f"{waves['states']} states; {waves['latency_assumed_s']:.0f} s a call assumed)"))
     if batch := report.extra.get("batch"):
         direct = f" · called directly: {', '.join(batch['direct'])}" if batch["direct"] else ""
         rows.append(("batches", f"{batch['submitted']} submitted · {batch['resumed']} resumed · "

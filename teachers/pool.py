@@ -28,7 +28,7 @@ from teachers.cache import CacheEntry, CacheError, ResponseCache, cache_key
 from teachers.client import MalformedAnswer, RetryPolicy, complete, describe_error
 from teachers.cost import Estimate, Tokens, cost_of, response_cost, tokens_of, unpriced_reason
 from teachers.learned import Completion, learned, priors
-from teachers.prompt_cache import PrefixModel
+from teachers.prompt_cache import PrefixModel, cache_rules
 from teachers.ratelimit import Limiter, request_tokens
 from teachers.redact_state import redact_action
 from teachers.registry import TeacherSpec, split_by_family
@@ -80,6 +80,8 @@ class TeacherPool:
         self.batched: dict[str, bool] = {}  # keys a provider batch answered in this run: paid now, not cached
         self._live = PrefixModel()       # the prompt cache as the calls of this run meet it (reservations)
         self._planned = PrefixModel()    # the same for a dry run's estimate
+        self._waved = PrefixModel()      # and for the dry run's --trace-parallel figures
+        self._waved._tokens = self._planned._tokens  # token counts shared: counted once per message
         self._completions: dict[str, Completion] = {}  # the estimate's completion tokens, per teacher
         self._requests: OrderedDict[str, tuple[TraceState, list[dict[str, Any]], list[dict[str, Any]]]] = \
             OrderedDict()
@@ -295,12 +297,41 @@ class TeacherPool:
                                 cost_usd_high=high * paid))
         return out
 
+    def estimate_wave(self, state: TraceState, new_wave: bool) -> float:
+        """Dry run, `--trace-parallel`: USD of this state's calls not yet cached when it is sent in a wave
+        (`new_wave`: it starts one, after the wave before was answered). Call in turn order."""
+        messages, tools = self.request(state)
+        usd = 0.0
+        for teacher in self.split(state)[0]:
+            if new_wave:
+                self._waved.start_wave(teacher, state.trace_id)
+            hits = sum(self.cache.get(self.key(teacher, state, s)) is not None for s in range(self.samples))
+            tokens = self._waved.predict(teacher, state.trace_id, messages, tools,
+                                         self.completion(teacher).mean, remember=False)
+            usd += cost_of(teacher, tokens) * max(self.samples - hits, 0)
+        return usd
+
     def completion(self, teacher: TeacherSpec) -> Completion:
         """Completion tokens per call this teacher is expected to answer with (teachers.learned): from
         its answers in the cache, else the prior; read once per run."""
         if teacher.name not in self._completions:
             self._completions[teacher.name] = learned(teacher, self.cache.path)
         return self._completions[teacher.name]
+
+    def cached_price_ratio(self) -> float:
+        """The lowest cached-to-full prompt price among the teachers (what asking a trace's states
+        together, in waves, risks most on): 1.0 for a provider without a prompt cache, 0.1 (the usual
+        discount) for an unpriced one."""
+        ratios = []
+        for teacher in self.teachers:
+            full = cost_of(teacher, Tokens(1_000_000, 0))
+            if full <= 0:  # unpriced: a custom server, most of which (vLLM, SGLang) cache prefixes
+                ratios.append(0.1)
+            elif cache_rules(teacher) is None:
+                ratios.append(1.0)
+            else:
+                ratios.append(cost_of(teacher, Tokens(1_000_000, 0, cached=1_000_000)) / full)
+        return min(ratios, default=0.1)
 
     def unpriced(self) -> dict[str, str]:
         """Teacher name → why its calls cost 0.0 (no price for a custom endpoint, or none in the map)."""
