@@ -90,9 +90,11 @@ def _teacher_flags(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--cache", type=Path, default=None,
                        help="SQLite response cache (default: $REPLAY_CACHE or the user cache dir)")
     group.add_argument("--concurrency", type=at_least(1), default=16, metavar="N",
-                       help="calls in flight, all teachers (16)")
+                       help="calls in flight, all teachers, at most (16)")
     group.add_argument("--per-teacher", type=at_least(1), default=8, metavar="N",
-                       help="calls in flight per teacher (8)")
+                       help="calls in flight per teacher, at most (8): pacing starts at 2, grows while "
+                            "answers come back clean, halves on a 429, and follows the rate limits a "
+                            "provider states in its headers")
     group.add_argument("--trace-parallel", type=trace_parallel, default=None, metavar="K",
                        help="states of one trace in flight at once, sent in waves so each still finds the "
                             "prefix it shares with an earlier state in the provider's prompt cache: K, or "
