@@ -10,8 +10,11 @@ from typing import Any
 from tests.sessions import assistant, tool_result, tool_use, user, write_session
 
 
-def long_session(turns: int, output_chars: int = 2_000) -> list[dict[str, Any]]:
-    records = [user("u0", None, "explore the repository and fix the failing test")]
+def long_session(turns: int, output_chars: int = 2_000, preamble_chars: int = 0) -> list[dict[str, Any]]:
+    """`preamble_chars`: a long first prompt (pasted context), which every later request repeats."""
+    preamble = "".join(f"line {i}: the project's conventions, repeated context\n"
+                       for i in range(preamble_chars // 40))
+    records = [user("u0", None, "explore the repository and fix the failing test\n" + preamble)]
     parent = "u0"
     for i in range(turns):
         call = tool_use(f"toolu_{i}", f"cat src/file_{i}.py")
@@ -24,5 +27,5 @@ def long_session(turns: int, output_chars: int = 2_000) -> list[dict[str, Any]]:
     return records
 
 
-def write_long_session(folder: Path, turns: int, output_chars: int = 2_000) -> Path:
-    return write_session(folder, long_session(turns, output_chars))
+def write_long_session(folder: Path, turns: int, output_chars: int = 2_000, preamble_chars: int = 0) -> Path:
+    return write_session(folder, long_session(turns, output_chars, preamble_chars))
