@@ -10,13 +10,17 @@ each in a fresh process, medians of --repeat:
   needs: read every state through `load_states` and write its JSON to a file of its own (ratio);
 - the largest file written and the bytes the list page loads (states.html + its data scripts);
 - with --browser, headless Chromium's `--dump-dom` of the list page (all N states indexed, filters drawn)
-  against the same for the overview (ratio): what "opens fast" costs over a page with no index.
+  against the same for the overview (ratio): what "opens fast" costs over a page with no index; and of
+  the state page with the longest context (drawn from its trace's data/ files by assets/state.js);
+- the CPU seconds (user + system) of both children beside their wall time: on a shared machine the CPU
+  ratio is the steadier figure.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -47,8 +51,30 @@ def bash(command: str, call_id: str) -> Action:
     return Action(tool_calls=[ToolCall(id=call_id, name="Bash", arguments={"command": command})])
 
 
-def build_run(folder: Path, n: int, turns: int) -> None:
-    """The states, proposals.jsonl, run.json and report.json of a finished 3-teacher run."""
+def decided(folder: Path, proposals: list[Proposal]) -> list[dict]:
+    """verdicts.jsonl as the run writes it: each state decided once by the run's own functions."""
+    from ingestion.store import load_states
+    from replay.decide import settle
+    from replay.verdicts import verdict_record
+    from replay.view.verdicts import Setup, decide_state
+    from teachers.registry import parse_pool
+
+    answers: dict[str, list[Proposal]] = {}
+    for proposal in proposals:
+        answers.setdefault(proposal.state_id, []).append(proposal)
+    setup = Setup(teachers=parse_pool(",".join(TEACHERS)), reports_failed=True)
+    out = []
+    for state in load_states(folder):
+        decision = decide_state(state, answers, setup)
+        student = settle(state, decision.proposals, decision.result, row=False).student
+        out.append(verdict_record(state, decision.verdict, student, decision.result, decision.proposals,
+                                  decision.excluded))
+    return out
+
+
+def build_run(folder: Path, n: int, turns: int, verdicts: bool = True) -> None:
+    """The states, proposals.jsonl, verdicts.jsonl (unless `verdicts` is false: a run from before it),
+    run.json and report.json of a finished 3-teacher run."""
     from ingestion.store import StateWriter
     from replay.files import write_json, write_jsonl
     from replay.options import PoolOptions, RunConfig
@@ -77,15 +103,25 @@ def build_run(folder: Path, n: int, turns: int) -> None:
                                           error="rate_limit: 429" if failed else None,
                                           prompt_tokens=3000, completion_tokens=40, cost_usd=0.001))
     write_jsonl(folder / "proposals.jsonl", (p.model_dump(mode="json") for p in proposals))
+    if verdicts:
+        write_jsonl(folder / "verdicts.jsonl", decided(folder, proposals))
     config = RunConfig(source=Path("bench"), out=folder, pool=PoolOptions(teachers=",".join(TEACHERS)))
     write_json(folder / "run.json", config.model_dump(mode="json"))
     write_json(folder / "report.json", {"states": n, "traces": -(-n // turns)})
 
 
+CPU: list[float] = []        # CPU seconds (user + system) of each timed child, in order
+
+
 def timed(argv: list[str]) -> float:
+    """Wall seconds of one child; its CPU seconds go to CPU (steadier than wall on a shared machine)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     subprocess.run(argv, cwd=ROOT, check=True, capture_output=True)
-    return time.perf_counter() - started
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    CPU.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    return wall
 
 
 def dump_time(browser: str, url: str, profile: Path) -> float:
@@ -100,25 +136,33 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=40)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--browser", action="store_true", help="also time headless Chromium (Debian's)")
+    parser.add_argument("--no-verdicts", action="store_true",
+                        help="a run without verdicts.jsonl (written before it existed): decided again")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-view-") as tmp:
         run = Path(tmp) / "run"
-        build_run(run, args.states, args.turns)
+        build_run(run, args.states, args.turns, verdicts=not args.no_verdicts)
         size = sum((run / name).stat().st_size for name in ("states.jsonl", "traces.jsonl"))
         print(f"{args.states:,} states in {-(-args.states // args.turns):,} traces, "
               f"states.jsonl + traces.jsonl {size / 1e6:.0f} MB")
-        views, bases = [], []
+        views, bases, view_cpu, base_cpu = [], [], [], []
         for k in range(args.repeat):
             bases.append(timed([sys.executable, "-c", BASELINE, str(run), str(Path(tmp) / f"base{k}")]))
+            base_cpu.append(CPU[-1])
             shutil.rmtree(Path(tmp) / f"base{k}")
             shutil.rmtree(run / "view", ignore_errors=True)   # deleting the last build is not building
             views.append(timed([sys.executable, "-m", "replay.view", str(run)]))
+            view_cpu.append(CPU[-1])
         view, base = statistics.median(views), statistics.median(bases)
         print(f"view build: median {view:.1f} s ({args.states / view:,.0f} states/s); baseline (read "
               f"every state, write one JSON file each): {base:.1f} s; ratio {view / base:.2f}")
+        cpu, cpu_base = statistics.median(view_cpu), statistics.median(base_cpu)
+        print(f"CPU seconds (user + system): view {cpu:.1f}, baseline {cpu_base:.1f}; ratio "
+              f"{cpu / cpu_base:.2f}; load average {os.getloadavg()[0]:.1f}")
         files = [p for p in (run / "view").rglob("*") if p.is_file()]
         largest = max(files, key=lambda p: p.stat().st_size)
-        listing = [run / "view/states.html", *sorted((run / "view/data").glob("*.js"))]
+        listing = [run / "view/states.html", run / "view/data/meta.js",
+                   *sorted((run / "view/data").glob("index-*.js"))]
         print(f"largest file {largest.relative_to(run / 'view')} {largest.stat().st_size / 1e6:.2f} MB; "
               f"the list page loads {sum(p.stat().st_size for p in listing) / 1e6:.2f} MB in "
               f"{len(listing)} files; the view holds {len(files):,} files, "
@@ -130,9 +174,13 @@ def main() -> None:
                      for _ in range(args.repeat)]
             overviews = [dump_time(browser, (run / "view/index.html").as_uri(), profile)
                          for _ in range(args.repeat)]
+            # the last turn of a trace: the longest context a page of this run shows
+            state = run / "view" / "states" / f"{args.turns - 1}.html"
+            pages = [dump_time(browser, state.as_uri(), profile) for _ in range(args.repeat)]
             print(f"chromium --dump-dom: list page median {statistics.median(lists):.2f} s, overview "
                   f"{statistics.median(overviews):.2f} s; ratio "
-                  f"{statistics.median(lists) / statistics.median(overviews):.2f}")
+                  f"{statistics.median(lists) / statistics.median(overviews):.2f}; a state page with "
+                  f"{2 * (args.turns - 1) + 2} context messages {statistics.median(pages):.2f} s")
 
 
 if __name__ == "__main__":

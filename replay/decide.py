@@ -16,6 +16,7 @@ from ingestion.schema import Proposal, TraceState
 from replay.ask import Answers, Judge, ask_state, decide
 from replay.export.pairs import PromptMemo, pair_row
 from replay.options import ConsensusOptions
+from replay.verdicts import verdict_record
 from replay.waves import AUTO_LIMIT, MARGIN, joins, prompt_size
 from teachers.pool import BUDGET_EXHAUSTED, TeacherPool
 from teachers.workers import blocking
@@ -27,6 +28,7 @@ class Outcomes:
 
     proposals: dict[int, list[Proposal]] = field(default_factory=dict)
     rows: dict[int, dict[str, Any]] = field(default_factory=dict)
+    decided: dict[int, dict[str, Any]] = field(default_factory=dict)   # verdicts.jsonl lines
     verdicts: dict[str, int] = field(default_factory=lambda: {
         "all_teachers_excluded": 0, "failed": 0, "abstained": 0, "agree": 0, "pair": 0})
     budget_stopped: int = 0  # of the failed states: those where --max-cost kept a call from being made
@@ -42,6 +44,9 @@ class Outcomes:
     def ordered_rows(self) -> list[dict[str, Any]]:
         return [self.rows[i] for i in sorted(self.rows)]
 
+    def ordered_verdicts(self) -> list[dict[str, Any]]:
+        return [self.decided[i] for i in sorted(self.decided)]
+
 
 Verdict = str  # "all_teachers_excluded" | "failed" | "abstained" | "agree" | "pair"
 
@@ -53,9 +58,10 @@ class Settled(NamedTuple):
 
 
 def settle(state: TraceState, proposals: list[Proposal], result: ConsensusResult | None,
-           memo: PromptMemo | None = None, match: str = "intent") -> Settled:
+           memo: PromptMemo | None = None, match: str = "intent", row: bool = True) -> Settled:
     """A state's verdict from its proposals and consensus, and its DPO row when it is a pair. The
-    student is compared at the tiers `match` allows (`consensus.methods.student_match`).
+    student is compared at the tiers `match` allows (`consensus.methods.student_match`). `row=False`
+    decides without building the row (the view needs the verdict only).
 
     `failed`: teachers were asked and not one usable answer came back, at least one of them for want
     of an answer (a call that failed, stayed malformed, or was not made for the budget): a re-run asks
@@ -79,7 +85,7 @@ def settle(state: TraceState, proposals: list[Proposal], result: ConsensusResult
     student = student_match(state.student_action, result, cwd, match, IntentContext(cwd, state.messages))
     if student is not None:
         return Settled("agree", None, student)
-    return Settled("pair", pair_row(state, result, proposals, memo))
+    return Settled("pair", pair_row(state, result, proposals, memo) if row else None)
 
 
 def failed(proposals: list[Proposal]) -> bool:
@@ -142,6 +148,9 @@ async def replay_states(states: Iterable[TraceState], pool: TeacherPool, options
             result = await decide(state, answers.proposals, options, judge) if answers.proposals else None
             settled = settle(state, answers.proposals, result, match=options.match)
             count(outcomes, settled, result, answers.proposals)
+            excluded = [t.name for t in pool.split(state)[1]]
+            outcomes.decided[index] = await blocking(verdict_record, state, settled.verdict, settled.student,
+                                                     result, answers.proposals, excluded)
             if settled.row is not None:
                 outcomes.rows[index] = settled.row
         finally:

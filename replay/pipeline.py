@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 REPORT_FILE = "report.json"
 PROPOSALS_FILE = "proposals.jsonl"
+VERDICTS_FILE = "verdicts.jsonl"     # replay/verdicts.py
 CONFIG_FILE = "run.json"  # the run's settings, for replay.ablate
 
 
@@ -228,6 +229,7 @@ def _ask(work: Path, config: RunConfig, pool: TeacherPool, report: Report, conso
         outcomes, judge, lag = asyncio.run(_replay(work, config, pool, report, console, quiet))
     proposals = (p.model_dump(mode="json") for p in outcomes.ordered_proposals())
     write_jsonl(work / PROPOSALS_FILE, proposals)
+    write_jsonl(work / VERDICTS_FILE, outcomes.ordered_verdicts())
     _fill_report(report, pool, outcomes, judge)
     report.extra["loop_lag_ms"] = {**lag.summary(), "full_collections": quiet.catch_ups}
     report.extra["failure_kinds"] = failure_kinds(outcomes.ordered_proposals())

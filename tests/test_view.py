@@ -116,8 +116,26 @@ def report_of(out: Path) -> dict[str, Any]:
     return json.loads((out / "report.json").read_text())
 
 
+def script_json(path: Path) -> Any:
+    """The JSON value a data/ script file pushes (`X.push(VALUE);` / `...push.apply(X, VALUE);`)."""
+    text = path.read_text()
+    body = text[text.index("push(") + 5:] if "push(" in text else text[text.index("apply(") + 6:]
+    body = body[body.index(",") + 1:] if body.startswith("REPLAY.rows") else body
+    return json.loads(body.rstrip().removesuffix(";").removesuffix(")"))
+
+
+def records(view: Path) -> dict[int, dict[str, Any]]:
+    """Every state's record in the view's data/ files, by state number."""
+    out: dict[int, dict[str, Any]] = {}
+    for path in (view / "data").glob("t*-*.js"):
+        out.update({int(k): v for k, v in script_json(path)[2].items()})
+    return out
+
+
 def hostile_page(out: Path) -> Path:
-    return next(p for p in sorted((out / "view/states").glob("*.html")) if "xss-check" in p.read_text())
+    """The page of the hostile session's answer (its text is in data/ files, drawn by state.js)."""
+    number = next(n for n, r in sorted(records(out / "view").items()) if "alert(1)" in r["student"][1])
+    return out / "view" / "states" / f"{number}.html"
 
 
 def no_injected_elements(page: str) -> None:
@@ -146,9 +164,10 @@ def test_the_view_is_written_with_every_page_small(run: Path) -> None:
 
 def test_hostile_text_is_escaped_in_the_files(run: Path) -> None:
     page = hostile_page(run).read_text()
-    assert SCRIPT not in page and "<img src=x" not in page
-    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "alert" not in page and "xss-check" not in page      # a page holds no session text at all
     no_injected_elements(page)
+    for data in (run / "view/data").glob("*.js"):
+        assert b"</script" not in data.read_bytes().lower()    # nothing in data/ can end a script
 
 
 def test_overview_counts_in_chromium_equal_the_report(run: Path, tmp_path: Path) -> None:
@@ -179,23 +198,53 @@ def test_the_list_filters_and_a_pair_page_shows_both_actions(run: Path, tmp_path
     assert re.search(r'class="(add|del)"', page)               # the tool-call diff
 
 
+def test_each_message_is_written_once_and_pages_name_their_context(run: Path) -> None:
+    """A trace's context sits in data/ files once, however many of its pages show it (#29)."""
+    view = run / "view"
+    prompt = "xss-check"
+    holders = [p for p in view.rglob("*") if p.is_file() and prompt.encode() in p.read_bytes()]
+    assert [p.parent.name for p in holders] == ["data"], holders
+    assert holders[0].read_bytes().count(prompt.encode()) == 1
+    assert b"alert(1)<\\/script>" in holders[0].read_bytes()       # JSON that cannot end a script
+    page = hostile_page(run).read_text()
+    assert re.search(r'<script src="\.\./data/t\d+-\d+\.js"></script>', page)
+    assert re.search(r'id="state" data-n="\d+" data-ranges="\[\[\d+,\d+\]', page)
+    assert len(records(view)) == report_of(run)["states"]
+
+
 def test_hostile_session_renders_as_text_in_chromium(run: Path, tmp_path: Path) -> None:
     page = hostile_page(run)
     dom = dump_dom(page.as_uri(), tmp_path / "profile")
     no_injected_elements(dom)
     text = "".join(Elements(dom).text)
     assert SCRIPT in text and IMG in text                      # shown, as text
+    context = re.search(r'id="context".*', dom, re.S)
+    assert context and "xss-check" in context.group(0)         # the context, drawn from data/
+    assert 'class="msg user"' in context.group(0) and 'class="msg tool"' in context.group(0)
     listing = dump_dom((run / "view/states.html").as_uri() + "#trace=11111111", tmp_path / "profile")
     no_injected_elements(listing)
     assert f"Done {IMG}" in "".join(Elements(listing).text)
+
+
+def test_stored_verdicts_draw_the_same_pages_as_deciding_again(run: Path, tmp_path: Path) -> None:
+    """The view reads verdicts.jsonl; a run without it (an older run) is decided again: same pages."""
+    assert (run / "verdicts.jsonl").is_file()
+    older = tmp_path / "older"
+    shutil.copytree(run, older, ignore=shutil.ignore_patterns("view", "verdicts.jsonl"))
+    assert view_main([str(older)]) == 0
+    assert records(older / "view") == records(run / "view")
+    def page(view: Path) -> str:     # the run's folder name and path in the header differ
+        return re.sub(r'title="[^"]*"|>[^<]*</span></nav>', "", (view / "index.html").read_text())
+
+    assert page(older / "view") == page(run / "view")
 
 
 def test_a_dry_run_and_bad_folders(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     hostile = hostile_session(tmp_path / "src")
     assert run_main(["--source", str(hostile), "--out", str(tmp_path / "dry"), "--dry-run"]) == 0
     assert view_main([str(tmp_path / "dry")]) == 0
-    page = (tmp_path / "dry/view/states/1.html").read_text()
-    assert "not asked" in page and "&lt;script&gt;" in page
+    record = records(tmp_path / "dry/view")[1]
+    assert record["verdict"] == "not_asked" and SCRIPT in record["student"][1]
     capsys.readouterr()
     assert view_main([str(tmp_path / "nowhere")]) == 2
     err = capsys.readouterr().err

@@ -18,11 +18,14 @@ from typing import Any
 from ingestion.schema import TraceState
 from replay.ablation.agreement import AgreementMatrix, pair_agreement
 from replay.files import replace_dir
+from replay.verdicts import form_hash
+from replay.view.content import RECENT
+from replay.view.context import TraceData
 from replay.view.index import Index
-from replay.view.load import RunOutputs, iter_states, load_run
-from replay.view.pages import RunInfo, overview_page, state_page
-from replay.view.render import copy_assets, write_index, write_page
-from replay.view.verdicts import Setup, decide_state
+from replay.view.load import RunOutputs, iter_states, iter_verdicts, load_run
+from replay.view.pages import RunInfo, overview_page, state_record
+from replay.view.render import copy_assets, state_shell, write_index, write_page
+from replay.view.verdicts import Setup, decide_state, stored_decision
 
 VIEW_DIR = "view"
 PLOT = "ablation.png"
@@ -47,6 +50,7 @@ def build_view(run_dir: Path, out: Path | None = None) -> ViewSummary:
     work = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
     try:
         (work / "states").mkdir(parents=True)
+        (work / "data").mkdir()
         sizes = _build(run, work)
         replace_dir(work, target)
     finally:
@@ -65,18 +69,32 @@ def _build(run: RunOutputs, work: Path) -> list[tuple[str, int, int]]:
     index, forms, traces = Index(), {}, set()
     sizes: list[tuple[str, int, int]] = []
     page_of = "{}.html".format
+    data = TraceData(work / "data")
+    stored = iter_verdicts(run.folder)
     for number, (prev, state, following) in enumerate(_neighbours(iter_states(run.folder))):
-        decision = decide_state(state, run.answers, setup, run.judged_pairs)
+        record = next(stored, None) if stored is not None else None
+        if record is not None and record.get("state_id") == state.state_id:
+            decision = stored_decision(record, run.answers)
+            for name, form in (record.get("forms") or {}).items():
+                forms.setdefault(name, {})[state.state_id] = form
+        else:                       # a run from before verdicts.jsonl, or one that does not match
+            stored = None
+            decision = decide_state(state, run.answers, setup, run.judged_pairs)
+            _add_forms(forms, state, run)
         index.add(number, state, decision)
         traces.add(state.trace_id)
-        _add_forms(forms, state, run)
-        context = state_page(state, decision,
-                             page_of(number - 1) if prev and prev.trace_id == state.trace_id else None,
-                             page_of(number + 1) if following and following.trace_id == state.trace_id
-                             else None)
+        record = state_record(state, decision,
+                              page_of(number - 1) if prev and prev.trace_id == state.trace_id else None,
+                              page_of(number + 1) if following and following.trace_id == state.trace_id
+                              else None)
+        context = data.add_state(number, state.trace_id, state.messages, record)
         name = f"states/{number}.html"
-        sizes.append((name, write_page(work / name, "state.html.j2", title=f"{state.trace_id} · {state.turn}",
-                                       root="../", run=info, **context), number + 1))
+        page = state_shell(number, f"{state.trace_id} · {state.turn}", info.name, info.folder, context,
+                           RECENT)
+        (work / name).write_bytes(page)
+        sizes.append((name, len(page), number + 1))
+    data.close()
+    sizes.extend((file, size, len(index.rows)) for file, size in data.sizes)
     info.states, info.traces = len(index.rows), len(traces)
     chunks, largest = write_index(work, index.meta(), index.rows)
     sizes.append(("data/*.js", largest, info.states))
@@ -116,14 +134,15 @@ def _neighbours(states: Iterator[TraceState]) -> Iterator[tuple[TraceState | Non
 
 
 def _add_forms(forms: dict[str, dict[str, Any]], state: TraceState, run: RunOutputs) -> None:
-    """Each teacher's canonical answer at this state, for the agreement matrix (replay.ablate's rules)."""
+    """Each teacher's canonical answer at this state, for the agreement matrix (replay.ablate's rules),
+    hashed as verdicts.jsonl stores it."""
     from replay.ablation.agreement import answer_forms
 
     proposals = run.answers.get(state.state_id)
     if proposals:
         teachers = sorted({p.teacher for p in proposals})
         for name, seen in answer_forms([state], {state.state_id: proposals}, teachers).items():
-            forms.setdefault(name, {}).update(seen)
+            forms.setdefault(name, {}).update((key, form_hash(form)) for key, form in seen.items())
 
 
 def _matrix(forms: dict[str, dict[str, Any]], setup: Setup | None) -> AgreementMatrix | None:

@@ -174,7 +174,11 @@ def call_lines(action: Action) -> list[str]:
     calls = [{"name": call.name, "arguments": call.arguments} for call in action.tool_calls]
     if not calls:
         return [f"(no tool call) {' '.join(action.content.split())}"[:MAX_TEXT]]
-    return cut(json.dumps(calls, indent=2, ensure_ascii=False, sort_keys=True)).splitlines()
+    try:
+        text = orjson.dumps(calls, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode()
+    except TypeError:         # what orjson refuses (integers past 64 bits, odd keys)
+        text = json.dumps(calls, indent=2, ensure_ascii=False, sort_keys=True, default=str)
+    return cut(text).splitlines()
 
 
 def call_diff(chosen: Action, rejected: Action) -> list[tuple[str, str]]:

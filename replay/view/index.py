@@ -54,13 +54,14 @@ class Index:
     verdicts: Counter[str] = field(default_factory=Counter)
     teachers: dict[str, TeacherTally] = field(default_factory=dict)
     tiers: Counter[str] = field(default_factory=Counter)
+    outcomes: Counter[str] = field(default_factory=Counter)
     rows: list[list[Any]] = field(default_factory=list)
     names: dict[str, Names] = field(default_factory=lambda: {k: Names() for k in (
-        "verdict", "trace", "tool", "teacher", "tier")})
+        "verdict", "trace", "tool", "teacher", "tier", "outcome")})
 
     def add(self, number: int, state: TraceState, decision: Decision) -> None:
         """Count one state and append its row: [number, verdict, trace, turn, tools, teachers, winners,
-        tier, agreement, summary]."""
+        tier, agreement, summary, outcome]."""
         self.verdicts[decision.verdict] += 1
         if decision.match:
             self.tiers[decision.match] += 1
@@ -78,6 +79,9 @@ class Index:
                 self._teacher(name).voted += 1
             for name in decision.winners:
                 self._teacher(name).won += 1
+        outcome = _outcome(state)
+        if outcome:
+            self.outcomes[outcome] += 1
         names = self.names
         tools = sorted({call.name for call in state.student_action.tool_calls}
                        | {call.name for call in (decision.chosen.tool_calls if decision.chosen else [])})
@@ -88,6 +92,7 @@ class Index:
             names["tier"].code(decision.match) if decision.match else -1,
             round(decision.result.agreement, 3) if decision.result is not None else None,
             summarize(state.student_action),
+            names["outcome"].code(outcome) if outcome else -1,
         ])
 
     def _teacher(self, name: str) -> TeacherTally:
@@ -95,6 +100,12 @@ class Index:
 
     def meta(self) -> dict[str, list[str]]:
         return {key: names.values for key, names in self.names.items()}
+
+
+def _outcome(state: TraceState) -> str | None:
+    outcome = state.metadata.get("outcome") if isinstance(state.metadata, dict) else None
+    kind = outcome.get("kind") if isinstance(outcome, dict) else None
+    return kind if isinstance(kind, str) else None
 
 
 def summarize(action: Action, limit: int = SUMMARY_CHARS) -> str:

@@ -89,6 +89,25 @@ def iter_states(folder: Path) -> Iterator[TraceState]:
                         f"({str(error).splitlines()[0]})") from error
 
 
+def iter_verdicts(folder: Path) -> Iterator[dict[str, Any]] | None:
+    """The run's verdicts.jsonl, one state's line at a time in states.jsonl's order; None without one
+    (a dry run, or a run from before the file)."""
+    from replay.verdicts import VERDICTS_FILE
+
+    path = folder / VERDICTS_FILE
+    if not path.is_file():
+        return None
+
+    def lines() -> Iterator[dict[str, Any]]:
+        with open(path, "rb") as handle:
+            for line in handle:
+                try:
+                    yield orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    return          # a damaged file: the rest is decided again
+    return lines()
+
+
 def _json(path: Path) -> Any:
     if not path.is_file():
         return None

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ingestion.schema import TraceState
-from replay.view.content import call_diff, cut, fold, shown_action
+from replay.view.content import call_diff, cut, shown_action
+from replay.view.context import item
 from replay.view.index import Index
 from replay.view.load import RunOutputs
 from replay.view.verdicts import VERDICTS, Decision, report_count
@@ -31,27 +32,40 @@ class RunInfo:
     command: str = ""
 
 
-def state_page(state: TraceState, decision: Decision, prev: str | None, next_: str | None) -> dict[str, Any]:
-    """The context of one state's page.
+def state_record(state: TraceState, decision: Decision, prev: str | None,
+                 next_: str | None) -> dict[str, Any]:
+    """Everything a state's page shows but its context, as JSON data that `assets/state.js` draws as text.
+    Display items are `context.item` lists: [role, text, note, [[tool, arguments], ...]].
 
     >>> from ingestion.schema import Action
     >>> s = TraceState(state_id="s", trace_id="t", turn=0, source="claude_code", student_action=Action(
-    ...     content="<script>x</script>"), messages=[{"role": "system", "content": "sys"}])
-    >>> page = state_page(s, Decision("not_asked"), None, "1.html")
-    >>> page["student"].text, page["next"], page["groups"]
-    ('<script>x</script>', '1.html', [])
+    ...     content="<script>x</script>"), messages=[{"role": "system", "content": "sys"}],
+    ...     metadata={"outcome": {"kind": "error", "calls": [{"name": "Bash", "error": "exit 1"}]}})
+    >>> r = state_record(s, Decision("not_asked"), None, "1.html")
+    >>> r["student"], r["next"], r["groups"], r["outcome"], r["errors"]
+    (['assistant', '<script>x</script>', '', []], '1.html', [], 'error', [['Bash', '', None, 'exit 1']])
     """
-    system, older, recent, dropped = fold(state.messages)
-    student = shown_action(state.student_action, note=state.student_model or "")
-    chosen = shown_action(decision.chosen, note=", ".join(decision.winners)) if decision.chosen else None
+    metadata = state.metadata if isinstance(state.metadata, dict) else {}
+    outcome = metadata.get("outcome") if isinstance(metadata.get("outcome"), dict) else {}
+    result = decision.result
     return {
-        "state": state, "decision": decision, "student": student, "chosen": chosen,
-        "student_thinking": cut(state.student_action.thinking or ""),
+        "id": state.state_id, "trace": state.trace_id, "turn": state.turn,
+        "model": state.student_model or "unknown", "verdict": decision.verdict,
+        "agreement": round(result.agreement, 2) if result is not None else None,
+        "method": result.method if result is not None else None, "match": decision.match,
+        "reason": (result.reason or None) if result is not None else None,
+        "outcome": outcome.get("kind"), "recovery": metadata.get("recovery"),
+        "errors": [[str(c.get("name") or "?"), str(c.get("kind") or ""), c.get("exit_code"), str(c["error"])]
+                   for c in outcome.get("calls") or [] if isinstance(c, dict) and c.get("error")],
+        "student": item(shown_action(state.student_action, note=state.student_model or "")),
+        "thinking": cut(state.student_action.thinking or ""),
+        "chosen": item(shown_action(decision.chosen, note=", ".join(decision.winners)))
+        if decision.chosen else None,
         "diff": call_diff(decision.chosen, state.student_action) if decision.chosen else [],
-        "groups": groups(decision), "failed": [shown_action(None, _who(p), p.error)
-                                               for p in decision.proposals if p.action is None],
-        "excluded": decision.excluded, "system": system, "older": older, "recent": recent,
-        "dropped": dropped, "prev": prev, "next": next_,
+        "groups": groups(decision),
+        "failed": [item(shown_action(None, _who(p), p.error))
+                   for p in decision.proposals if p.action is None],
+        "excluded": decision.excluded, "prev": prev, "next": next_,
     }
 
 
@@ -68,10 +82,11 @@ def groups(decision: Decision) -> list[dict[str, Any]]:
     result = decision.result
     if result is None or not result.groups:
         return [{"teachers": [p.teacher], "weight": 1.0, "winner": False,
-                 "members": [shown_action(p.action, _who(p))]} for p in proposals if p.action is not None]
+                 "members": [item(shown_action(p.action, _who(p)))]}
+                for p in proposals if p.action is not None]
     return [{"teachers": group.teachers, "weight": group.weight,
              "winner": result.reached and index == 0,
-             "members": [shown_action(proposals[i].action, _who(proposals[i])) for i in group.members
+             "members": [item(shown_action(proposals[i].action, _who(proposals[i]))) for i in group.members
                          if i < len(proposals)]}
             for index, group in enumerate(result.groups)]
 
@@ -110,7 +125,14 @@ def overview_page(run: RunOutputs, index: Index, matrix: Any, plot: str | None) 
             "prompt": tokens.get("prompt", 0), "completion": tokens.get("completion", 0),
             "estimate": sorted(estimate.items())}
     columns = _columns(run.ablation_rows)
-    return {"verdicts": verdicts, "tiers": sorted(index.tiers.items()), "teachers": teachers, "cost": cost,
+    reported = report.get("outcomes") if isinstance(report.get("outcomes"), dict) else {}
+    outcomes = [{"name": name, "count": index.outcomes.get(name, 0), "report": reported.get(name),
+                 "mismatch": name in reported and reported.get(name) != index.outcomes.get(name, 0)}
+                for name in sorted(set(index.outcomes) | set(reported))]
+    hindsight = report.get("hindsight") if isinstance(report.get("hindsight"), dict) else {}
+    return {"outcomes": outcomes, "hindsight": sorted((k, v) for k, v in hindsight.items()
+                                                      if isinstance(v, int | float | str)),
+            "verdicts": verdicts, "tiers": sorted(index.tiers.items()), "teachers": teachers, "cost": cost,
             "matrix": matrix, "ablation_rows": run.ablation_rows, "ablation_columns": columns,
             "ablation_plot": plot}
 

@@ -93,3 +93,28 @@ def copy_assets(folder: Path, extra: Iterable[tuple[Path, str]] = ()) -> None:
 def _write(path: Path, data: bytes) -> int:
     path.write_bytes(data)
     return len(data)
+
+
+@cache
+def _shell() -> str:
+    """The state page's shell (templates/state.html), read once; `str.format` fills it."""
+    return (HERE / "templates" / "state.html").read_text(encoding="utf-8")
+
+
+def state_shell(number: int, title: str, run_name: str, run_folder: str, context: Any,
+                recent: int) -> bytes:
+    """A state's page: a shell naming its data (`context.Context`); `assets/state.js` draws the rest.
+    No template runs per state, and no session text is in the page (it is in data/, drawn as text).
+
+    >>> from replay.view.context import Context
+    >>> page = state_shell(3, "<t> · 0", "run", "/r", Context([[0, 2]], True, 0, ["t0-0.js"]), 4)
+    >>> b'data-n="3"' in page, b"&lt;t&gt;" in page, b'src="../data/t0-0.js"' in page
+    (True, True, True)
+    """
+    from markupsafe import escape
+
+    scripts = "".join(f'<script src="../data/{escape(name)}"></script>\n' for name in context.scripts)
+    ranges = escape(json.dumps(context.ranges, separators=(",", ":")))
+    return _shell().format(title=escape(title), folder=escape(run_folder), name=escape(run_name),
+                           number=number, ranges=ranges, system=int(context.system), recent=recent,
+                           dropped=context.dropped, scripts=scripts).encode("utf-8")

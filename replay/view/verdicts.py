@@ -1,7 +1,8 @@
 """Each state's verdict, its teachers' groups and the consensus, as the run decided them. Pure.
 
-The run writes counts, not a verdict per state, so the viewer decides again from the run's own
-answers with the run's own functions: `pool_proposals` (same-family exclusion per state) and
+A run writes every state's verdict to verdicts.jsonl (`replay/verdicts.py`): the viewer reads it
+(`stored_decision`). Runs from before it wrote counts only, so for them the viewer decides again from
+the run's own answers with the run's own functions: `pool_proposals` (same-family exclusion per state) and
 `settle` (the verdict), the way `replay.ablate` recomputes the run's pool, so the overview's counts are
 the report's by construction. A `--consensus judge` run's choice needs the judge: its pairs come from
 pairs.jsonl and its other answered states are shown as `judged` (agree or abstained, not told apart).
@@ -17,6 +18,7 @@ from consensus.result import ConsensusResult
 from ingestion.schema import Action, Proposal, ToolCall, TraceState
 from replay.ablation.evaluate import method_decider, pool_proposals
 from replay.decide import settle
+from replay.verdicts import stored_result
 from teachers.registry import TeacherSpec
 
 # Every state is exactly one of these (DESIGN.md); `judged` and `not_asked` are the viewer's own.
@@ -79,10 +81,24 @@ def decide_state(state: TraceState, answers: Mapping[str, Sequence[Proposal]], s
     if setup.method == "judge":
         return _judged(state, proposals, excluded, judged_pairs or {})
     result = method_decider(setup.method, setup.min_agreement, setup.match)(state, proposals)
-    verdict = settle(state, proposals, result, match=setup.match).verdict
+    verdict = settle(state, proposals, result, match=setup.match, row=False).verdict
     if verdict == "failed" and not setup.reports_failed:
         verdict = "abstained"          # a run from before the `failed` verdict (C3) counted it so
     return Decision(verdict, proposals, excluded, result, result.action if result.reached else None)
+
+
+def stored_decision(record: Mapping[str, Any], answers: Mapping[str, Sequence[Proposal]]) -> Decision:
+    """A state's decision as the run stored it in verdicts.jsonl (its proposals from proposals.jsonl).
+
+    >>> d = stored_decision({"state_id": "s", "verdict": "abstained", "excluded": ["c"], "result": {
+    ...     "method": "vote", "reached": False, "groups": []}}, {})
+    >>> d.verdict, d.excluded, d.chosen
+    ('abstained', ['c'], None)
+    """
+    result = stored_result(record)
+    chosen = result.action if result is not None and result.reached else None
+    return Decision(str(record["verdict"]), list(answers.get(record["state_id"], ())),
+                    list(record.get("excluded") or []), result, chosen)
 
 
 def _judged(state: TraceState, proposals: list[Proposal], excluded: list[str],

@@ -6,7 +6,7 @@
   var M = R.meta, rows = R.rows, PAGE = 100, page = 0;
   var form = document.getElementById("filters");
   var body = document.querySelector("#list tbody");
-  var FIELDS = { verdict: "verdict", teacher: "teacher", tool: "tool", tier: "tier" };
+  var FIELDS = { verdict: "verdict", teacher: "teacher", tool: "tool", tier: "tier", outcome: "outcome" };
 
   function options(select, values) {
     values.slice().sort().forEach(function (v) {
@@ -20,7 +20,7 @@
 
   function wanted() {
     var w = {};
-    ["verdict", "teacher", "tool", "tier", "trace"].forEach(function (k) { w[k] = form.elements[k].value; });
+    ["verdict", "teacher", "tool", "tier", "outcome", "trace"].forEach(function (k) { w[k] = form.elements[k].value; });
     return w;
   }
   function code(table, value) { return (M[table] || []).indexOf(value); }
@@ -29,6 +29,7 @@
     if (w.teacher && row[5].indexOf(c.teacher) < 0 && row[6].indexOf(c.teacher) < 0) return false;
     if (w.tool && row[4].indexOf(c.tool) < 0) return false;
     if (w.tier && row[7] !== c.tier) return false;
+    if (w.outcome && row[10] !== c.outcome) return false;
     if (w.trace && M.trace[row[2]].indexOf(w.trace) !== 0) return false;
     return true;
   }
@@ -39,7 +40,7 @@
   function draw(reset) {
     var w = wanted(), c = {
       verdict: code("verdict", w.verdict), teacher: code("teacher", w.teacher),
-      tool: code("tool", w.tool), tier: code("tier", w.tier) };
+      tool: code("tool", w.tool), tier: code("tier", w.tier), outcome: code("outcome", w.outcome) };
     var hits = rows.filter(function (r) { return matches(r, w, c); });
     if (reset) page = 0;
     var pages = Math.max(1, Math.ceil(hits.length / PAGE));
@@ -56,6 +57,7 @@
       cell(tr, r[9], "action").title = r[9];
       cell(tr, names("teacher", r[5])); cell(tr, names("teacher", r[6]));
       cell(tr, r[7] >= 0 ? M.tier[r[7]] : ""); cell(tr, r[8] === null ? "" : r[8].toFixed(2), "num");
+      cell(tr, r[10] >= 0 ? M.outcome[r[10]].replace(/_/g, " ") : "");
       body.appendChild(tr);
     });
     document.getElementById("shown").textContent = hits.length + " of " + rows.length + " states";
