@@ -81,8 +81,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         for i in range(args.sessions):
-            records = with_session(long_session(args.turns, 1_500), f"0000000{i}-0000-0000-0000-000000000000",
-                                   msg_tag=f"-{i}")
+            records = with_session(long_session(args.turns, 1_500, tag=f"s{i}"),
+                                   f"0000000{i}-0000-0000-0000-000000000000")
             write_session(work / "src", records, name=f"0000000{i}-0000-0000-0000-000000000000")
         print(f"uptime: {os.popen('uptime').read().strip()}")
         for tpm in (int(x) for x in args.limits.split(",")):

@@ -64,10 +64,13 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=200)
     parser.add_argument("--latency", type=float, default=2.0)
     parser.add_argument("--ks", default="1,4,auto")
+    parser.add_argument("--output-chars", type=int, default=1_200,
+                        help="each tool result's length (1,200: 200 turns stay under the 100k-token prompt "
+                             "budget, so no state's history is trimmed)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        source = write_long_session(work / "src", args.turns)
+        source = write_long_session(work / "src", args.turns, args.output_chars)
         print(f"uptime: {os.popen('uptime').read().strip()}")
         first = None
         for k in args.ks.split(","):

@@ -50,9 +50,11 @@ def joins(base: int, wave: list[int], size: int, limit: int, margin: float | Non
 
     >>> joins(100_000, [101_000], 102_000, 8, 0.1, 0.1), joins(0, [5_000], 6_000, 8, 0.1, 0.1)
     (True, False)
+    >>> joins(100_000, [101_000], 60_000, 8, None, 0.1)  # a trimmed history starts a wave of its own
+    False
     """
-    if len(wave) >= limit:
-        return False
+    if len(wave) >= limit or size <= (wave[-1] if wave else base):
+        return False  # full, or the trace's history was trimmed: nothing of it is known to be shared
     if margin is None:
         return True
     members = [*wave, size]

@@ -10,20 +10,22 @@ from typing import Any
 from tests.sessions import assistant, tool_result, tool_use, user, write_session
 
 
-def long_session(turns: int, output_chars: int = 2_000, preamble_chars: int = 0) -> list[dict[str, Any]]:
-    """`preamble_chars`: a long first prompt (pasted context), which every later request repeats."""
+def long_session(turns: int, output_chars: int = 2_000, preamble_chars: int = 0,
+                 tag: str = "") -> list[dict[str, Any]]:
+    """`preamble_chars`: a long first prompt (pasted context), which every later request repeats; `tag`
+    makes the ids (and the first prompt) this session's own."""
     preamble = "".join(f"line {i}: the project's conventions, repeated context\n"
                        for i in range(preamble_chars // 40))
-    records = [user("u0", None, "explore the repository and fix the failing test\n" + preamble)]
-    parent = "u0"
+    records = [user(f"{tag}u0", None, f"explore the repository {tag} and fix the failing test\n" + preamble)]
+    parent = f"{tag}u0"
+    body = "def f(x):\n    return x * 2  # " * (output_chars // 32)
     for i in range(turns):
-        call = tool_use(f"toolu_{i}", f"cat src/file_{i}.py")
-        records.append(assistant(f"a{i}", parent, f"msg_{i}", call))
-        seed = hashlib.sha256(str(i).encode()).hexdigest()
-        body = "def f(x):\n    return x * 2  # " * (output_chars // 32)
+        call = tool_use(f"toolu_{tag}{i}", f"cat src/file_{i}.py")
+        records.append(assistant(f"{tag}a{i}", parent, f"msg_{tag}{i}", call))
+        seed = hashlib.sha256(f"{tag}{i}".encode()).hexdigest()
         output = (f"# file {i} {seed}\n" + body)[:output_chars]
-        records.append(user(f"u{i + 1}", f"a{i}", tool_result(f"toolu_{i}", output)))
-        parent = f"u{i + 1}"
+        records.append(user(f"{tag}u{i + 1}", f"{tag}a{i}", tool_result(f"toolu_{tag}{i}", output)))
+        parent = f"{tag}u{i + 1}"
     return records
 
 
