@@ -28,6 +28,7 @@ class ToolRule(StrictModel):
     commands: list[str] = Field(default_factory=list)
     defaults: dict[str, Any] = Field(default_factory=dict)
     file_texts: list[str] = Field(default_factory=list)
+    patches: list[str] = Field(default_factory=list)   # apply_patch texts: compared as per-file edits
     item_ignore: dict[str, list[str]] = Field(default_factory=dict)
 
 
@@ -194,14 +195,66 @@ def normalize_command(command: str, cwd: str | None = None, rule: ShellRule | No
     return command
 
 
+_SHELLS = {"bash", "sh", "zsh", "/bin/bash", "/bin/sh", "/bin/zsh", "/usr/bin/bash"}
+
+
+def argv_command(value: Any) -> Any:
+    """A shell command given as argv (Codex's `shell` tool: `["bash", "-lc", "ls"]`) as the command
+    line it runs; any other value as it is.
+
+    >>> argv_command(["bash", "-lc", "ls -la"]), argv_command(["rg", "foo bar"]), argv_command("ls")
+    ('ls -la', "rg 'foo bar'", 'ls')
+    """
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+        return value
+    if len(value) == 3 and value[0] in _SHELLS and value[1] in ("-lc", "-c"):
+        return value[2]
+    import shlex
+
+    return shlex.join(value)
+
+
+_PATCH_FILE = re.compile(r"^\*\*\* (Add|Delete|Update) File: (.+)$")
+
+
+def patch_edits(patch: str, cwd: str | None = None) -> list[list[str]] | str:
+    """An `apply_patch` text (Codex's patch language) as its per-file edits, sorted by path:
+    `[operation, path, body]`, paths normalised like every path, trailing blanks of each body line
+    dropped; so two patches making the same edits to the same files in another order are one action.
+    Text that is no such patch is returned as it is.
+
+    >>> a = "*** Begin Patch\\n*** Update File: /r/b.py\\n-x\\n+y\\n*** Add File: a.py\\n+new\\n*** End Patch"
+    >>> b = ("*** Begin Patch\\n*** Add File: ./a.py\\n+new  \\n*** Update File: b.py\\n-x\\n+y\\n"
+    ...      "*** End Patch\\n")
+    >>> patch_edits(a, "/r") == patch_edits(b, "/r")
+    True
+    >>> patch_edits(a, "/r")[0]
+    ['Add', 'a.py', '+new']
+    """
+    edits: list[list[str]] = []
+    for line in patch.split("\n"):   # on \n alone: a U+0085 in a patched line is that line's
+        found = _PATCH_FILE.match(line)
+        if found:
+            edits.append([found.group(1), normalize_path(found.group(2).strip(), cwd), ""])
+        elif edits and line.strip() not in ("*** End Patch", "*** End of File"):
+            edits[-1][2] += line.rstrip() + "\n"
+    if not edits:
+        return patch
+    return sorted([op, path, body.rstrip("\n")] for op, path, body in edits)
+
+
 def _canonical_value(key: str, value: Any, rule: ToolRule, cwd: str | None) -> Any:
     if key in rule.paths:
         if isinstance(value, str):
             return normalize_path(value, cwd)
         if isinstance(value, list):
             return [normalize_path(v, cwd) if isinstance(v, str) else v for v in value]
-    if key in rule.commands and isinstance(value, str):
-        return normalize_command(value, cwd)
+    if key in rule.commands:
+        value = argv_command(value)
+        if isinstance(value, str):
+            return normalize_command(value, cwd)
+    if key in rule.patches and isinstance(value, str):
+        return patch_edits(value, cwd)
     if key in rule.file_texts and isinstance(value, str):
         return value.rstrip("\r\n")
     if key in rule.item_ignore and isinstance(value, list):

@@ -17,7 +17,7 @@ import json
 import re
 from typing import Any
 
-from consensus.canonical import Canonical, canonical, normalize_path
+from consensus.canonical import Canonical, argv_command, canonical, normalize_path
 from consensus.intent_rules import IntentContext, Key, ToolIntent, symbol, tool_intents, write_key
 from consensus.shell_intent import shell_key
 from ingestion.schema import Action
@@ -36,7 +36,7 @@ def _dumps(value: Any) -> str:
 
 
 def _string(arguments: dict[str, Any], name: str) -> str | None:
-    value = arguments.get(name)
+    value = argv_command(arguments.get(name))   # Codex's `shell` takes its command as argv
     return value if isinstance(value, str) else None
 
 

@@ -75,6 +75,9 @@ def join_state(state: TraceState, header: RolloutHeader, final: FinalRecord | No
         "latency_s": record.latency_s if record else None,
         "sampling": header.sampling, "logprobs_mode": header.logprobs_mode,
     }
+    if isinstance(state.metadata.get("outcome"), dict):   # the session's per-call outcome + the episode's
+        metadata["outcome"] = {**state.metadata["outcome"], "reward": metadata["reward"],
+                               "exit_status": metadata["exit_status"]}
     return state.model_copy(update={
         "state_id": make_state_id(SOURCE, trace_id, state.turn), "trace_id": trace_id, "source": SOURCE,
         "student_model": record.backend_model if record else header.student_model, "metadata": metadata,

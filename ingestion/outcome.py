@@ -17,8 +17,11 @@ correction. Readers build the dicts with `call_outcome` and `turn_outcome`; whic
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ingestion.schema import TraceState
 
 KINDS = ("ok", "error", "rejected", "interrupted", "no_result")
 FAILED = frozenset({"error", "rejected", "interrupted"})
@@ -74,3 +77,28 @@ def is_failed(outcome: dict[str, Any] | None) -> bool:
     (True, False, False)
     """
     return bool(outcome) and outcome.get("kind") in FAILED
+
+
+def link_recoveries(states: Iterable[TraceState]) -> Iterator[TraceState]:
+    """The same states, in the same order; each failed one gains `metadata["recovery"]`, the id of the
+    next state of its trace (the student's own correction). A trace's states come one after another, in
+    turn order, so one state is held back until the next is seen.
+
+    >>> from ingestion.schema import Action, TraceState
+    >>> def s(turn, kind, trace="t"):
+    ...     return TraceState(state_id=f"x:{trace}:{turn}", trace_id=trace, turn=turn, source="claude_code",
+    ...                       messages=[], tools=[], student_action=Action(), student_model=None,
+    ...                       metadata={"outcome": {"kind": kind, "calls": []}})
+    >>> out = list(link_recoveries([s(0, "error"), s(1, "ok"), s(2, "rejected"), s(0, "ok", "u")]))
+    >>> [st.metadata.get("recovery") for st in out]
+    ['x:t:1', None, None, None]
+    """
+    held: TraceState | None = None
+    for state in states:
+        if held is not None:
+            if held.trace_id == state.trace_id and is_failed(held.metadata.get("outcome")):
+                held.metadata["recovery"] = state.state_id
+            yield held
+        held = state
+    if held is not None:
+        yield held

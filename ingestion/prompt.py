@@ -16,10 +16,14 @@ def _template() -> jinja2.Template:
     return env.from_string(config_path("system_prompt.j2").read_text(encoding="utf-8"))
 
 
+DEFAULT_AGENT = "Claude Code"
+
+
 @lru_cache(maxsize=4096)
-def _render(cwd: str, git_branch: str, date: str, version: str, tool_names: tuple[str, ...]) -> str:
+def _render(cwd: str, git_branch: str, date: str, version: str, tool_names: tuple[str, ...],
+            agent: str = DEFAULT_AGENT) -> str:
     return _template().render(cwd=cwd, git_branch=git_branch, date=date, version=version,
-                              tool_names=tool_names).strip()
+                              tool_names=tool_names, agent=agent).strip()
 
 
 def trace_environment(envelope: dict[str, Any]) -> dict[str, Any]:
@@ -36,12 +40,16 @@ def trace_environment(envelope: dict[str, Any]) -> dict[str, Any]:
 
 
 def system_message(metadata: dict[str, Any], tools: list[dict[str, Any]]) -> dict[str, str]:
-    """The system message for a trace, from its cwd, branch, date, version (`trace_environment`) and tools.
+    """The system message for a trace, from its cwd, branch, date, version (`trace_environment`) and tools;
+    `metadata["agent"]` names the agent that wrote the trace (Claude Code unless said).
 
     >>> system_message({"cwd": "/repo", "timestamp": "2025-06-14T23:42:08Z"}, [])["content"].count("/repo")
     1
+    >>> system_message({"agent": "Codex CLI"}, [])["content"].startswith("You are Codex CLI,")
+    True
     """
     names = tuple(t["function"]["name"] for t in tools)
     content = _render(metadata.get("cwd") or "", metadata.get("git_branch") or "",
-                      (metadata.get("timestamp") or "")[:10], metadata.get("version") or "", names)
+                      (metadata.get("timestamp") or "")[:10], metadata.get("version") or "", names,
+                      metadata.get("agent") or DEFAULT_AGENT)
     return {"role": "system", "content": content}

@@ -16,11 +16,14 @@ from typing import Any
 from pydantic import ValidationError
 
 from ingestion.jsonl import iter_records
-from ingestion.rollout_format import FORMAT, SUFFIX, FinalRecord, RolloutHeader, TurnRecord
+from ingestion.outcome import call_outcome, turn_outcome
+from ingestion.rollout_format import FORMAT, SUFFIX, FinalRecord, Observation, RolloutHeader, TurnRecord
 from ingestion.schema import Action, ToolCall, TraceState, make_state_id
 from ingestion.stats import IngestStats
 
 SOURCE = "swebench_rollout"
+# The agent's errors about the reply itself (collect/agent.py `feedback`), not about one call's run.
+AGENT_ERRORS = ("unparsed_tool_call", "truncated_reply")
 
 
 def is_rollout_file(path: Path | str) -> bool:
@@ -77,6 +80,52 @@ def student_action(turn: TurnRecord) -> Action:
                   thinking=turn.reasoning)
 
 
+def observation_kind(observation: Observation) -> str:
+    """A tool call's outcome kind from what it returned: a wrong call, a time-out or a non-zero exit
+    code is an error.
+
+    >>> observation_kind(Observation(tool_call_id="c", name="bash", output="", exit_code=1))
+    'error'
+    >>> observation_kind(Observation(tool_call_id="c", name="bash", output="ok", exit_code=0))
+    'ok'
+    """
+    failed = observation.error or observation.timed_out or observation.exit_code not in (None, 0)
+    return "error" if failed else "ok"
+
+
+def rollout_outcome(turn: TurnRecord, final: FinalRecord | None) -> dict[str, object]:
+    """`metadata.outcome` of a rollout turn: each call's observation (exit code, error), the agent's own
+    error about the reply (`unparsed_tool_call`, `truncated_reply`), the episode's reward and exit status.
+
+    >>> call = {"id": "c", "function": {"name": "bash"}}
+    >>> t = TurnRecord(turn=0, messages=[], response={"tool_calls": [call]},
+    ...                observations=[Observation(tool_call_id="c", name="bash", output="no", exit_code=2)])
+    >>> o = rollout_outcome(t, FinalRecord(exit_status="submitted", turns=1, reward=0.0))
+    >>> o["kind"], o["calls"][0]["exit_code"], o["reward"], o["exit_status"], o["agent_error"]
+    ('error', 2, 0.0, 'submitted', None)
+    """
+    by_call = {o.tool_call_id: o for o in turn.observations if o.tool_call_id}
+    calls = []
+    for index, call in enumerate(turn.response.get("tool_calls") or []):
+        call_id = call.get("id") or f"call_{index}"
+        name = (call.get("function") or {}).get("name") or ""
+        seen = by_call.get(call_id)
+        if seen is None:
+            calls.append(call_outcome(call_id, name, "no_result"))
+            continue
+        kind = observation_kind(seen)
+        error = (seen.error + (": " if seen.output else "") + seen.output if seen.error
+                 else seen.output if kind == "error" else None)
+        calls.append(call_outcome(call_id, name, kind, error, seen.exit_code))
+    agent_error = next((o.error for o in turn.observations if o.error in AGENT_ERRORS), None)
+    outcome = turn_outcome(calls, text_kind="error" if agent_error else None,
+                           reward=final.reward if final else None,
+                           exit_status=final.exit_status if final else None, agent_error=agent_error)
+    if agent_error and outcome["kind"] not in ("rejected", "interrupted"):
+        outcome["kind"] = "error"   # a reply the agent could not act on failed, whatever its calls did
+    return outcome
+
+
 def build_state(header: RolloutHeader, turn: TurnRecord, final: FinalRecord | None, file: str) -> TraceState:
     """One TraceState from a turn of a rollout (pure)."""
     metadata = {
@@ -88,6 +137,7 @@ def build_state(header: RolloutHeader, turn: TurnRecord, final: FinalRecord | No
         "completion_token_ids": turn.completion_token_ids, "logprobs": turn.logprobs,
         # what the logprobs are of: the sampling sent and the server's --logprobs-mode
         "sampling": header.sampling, "logprobs_mode": header.logprobs_mode,
+        "outcome": rollout_outcome(turn, final),
     }
     return TraceState(
         state_id=make_state_id(SOURCE, header.rollout_id, turn.turn), trace_id=header.rollout_id,

@@ -9,7 +9,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-SourceKind = Literal["claude_code", "swebench_rollout"]
+# `claude_code` and `swebench_rollout` (collected rollouts), then the other agents' logs, by format.
+SourceKind = Literal["claude_code", "swebench_rollout", "codex", "gemini", "copilot"]
 
 
 class ToolCall(BaseModel):

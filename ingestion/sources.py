@@ -1,4 +1,8 @@
-"""Find what a --source path holds and read it into TraceStates, one file at a time.
+"""Find what --source holds and read it into TraceStates, one file at a time.
+
+`--source` is one path or several (any mix of roots and files: `~/.claude/projects`, `~/.codex/sessions`,
+`~/.gemini/tmp`, one session file). Each file's reader is chosen by its content (ingestion/detect.py);
+a file no reader knows is a counted skip (`skipped_files["unknown_format"]`).
 
 What cannot be read (a folder without permission, a file without read permission, a FIFO, a broken
 link) is a counted skip with its reason in the report, never an error that stops the run.
@@ -8,17 +12,21 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from ingestion.claude_code.agents import AGENT_PREFIX
 from ingestion.claude_code.reader import session_states
 from ingestion.options import IngestOptions
+from ingestion.outcome import link_recoveries
 from ingestion.schema import SourceError, TraceState
 from ingestion.stats import IngestStats
 
 ROLLOUT_SUFFIX = ".rollout.jsonl"
 SESSION_SUFFIXES = (".jsonl", ".jsonl.gz")
+# Whole-file JSON logs (Gemini CLI's session-*.json). Claude Code's side files are never read as traces.
+JSON_SUFFIX = ".json"
+SIDE_SUFFIXES = (".meta.json",)
 
 
 def is_session_name(name: str) -> bool:
@@ -30,14 +38,54 @@ def is_session_name(name: str) -> bool:
     return name.endswith(SESSION_SUFFIXES)
 
 
-def find_files(source: Path, stats: IngestStats | None = None) -> list[Path]:
+def is_log_name(name: str) -> bool:
+    """A name any agent's log may have: a session name, or `*.json` (not a Claude Code side file).
+
+    >>> is_log_name("session-1.json"), is_log_name("agent-a.meta.json"), is_log_name("s.jsonl")
+    (True, False, True)
+    """
+    return is_session_name(name) or (name.endswith(JSON_SUFFIX) and not name.endswith(SIDE_SUFFIXES))
+
+
+def split_sources(values: Sequence[str]) -> list[Path]:
+    """The paths of repeated and/or comma-separated `--source` values; a value that exists as it is
+    (a name with a comma in it) is one path.
+
+    >>> split_sources(["a,b", "c"])
+    [PosixPath('a'), PosixPath('b'), PosixPath('c')]
+    """
+    paths: list[Path] = []
+    for value in values:
+        whole = os.path.expanduser(value)
+        if "," not in value or os.path.lexists(whole):
+            paths.append(Path(whole))
+        else:
+            paths.extend(Path(os.path.expanduser(part)) for part in value.split(",") if part)
+    return paths
+
+
+def find_files(source: Path | Sequence[Path], stats: IngestStats | None = None) -> list[Path]:
+    """Every log file under `source` (one path or several), in order, each file once."""
+    stats = stats if stats is not None else IngestStats()
+    roots = [source] if isinstance(source, str | os.PathLike) else list(source)
+    files: list[Path] = []
+    seen: set[str] = set()
+    for root in roots:
+        for path in _root_files(Path(root), stats):
+            key = os.path.realpath(path)
+            if key not in seen:
+                seen.add(key)
+                files.append(path)
+    return files
+
+
+def _root_files(source: Path, stats: IngestStats) -> list[Path]:
     """Session (and rollout) files under `source`: one file, a project folder or the projects root.
 
     Sorted so a run is reproducible and the first copy of a resumed message wins; main sessions come
     before subagent transcripts, so a turn a subagent file repeats stays its parent's. Folders that
     cannot be listed are counted in `stats` (`skipped_files["unreadable_folder"]`).
     """
-    stats = stats if stats is not None else IngestStats()
     try:
         mode = os.stat(source).st_mode
     except FileNotFoundError:
@@ -45,8 +93,8 @@ def find_files(source: Path, stats: IngestStats | None = None) -> list[Path]:
     except OSError as error:
         raise SourceError(f"--source {source}: {error.strerror or error}") from None
     if not stat.S_ISDIR(mode):
-        if not is_session_name(source.name):
-            raise SourceError(f"--source {source}: not a .jsonl (or .jsonl.gz) session file")
+        if not is_log_name(source.name):
+            raise SourceError(f"--source {source}: not a .jsonl, .jsonl.gz or .json session file")
         return [source]
     try:
         os.scandir(source).close()
@@ -55,7 +103,7 @@ def find_files(source: Path, stats: IngestStats | None = None) -> list[Path]:
     skipped = stats.skipped_files["unreadable_folder"]
     files = sorted(_walk(source, stats), key=lambda p: (p.name.startswith(AGENT_PREFIX), str(p)))
     if not files and stats.skipped_files["unreadable_folder"] == skipped:
-        raise SourceError(f"--source {source}: no session files (*.jsonl, *.jsonl.gz) found under it")
+        raise SourceError(f"--source {source}: no session files (*.jsonl, *.jsonl.gz, *.json) found under it")
     return files
 
 
@@ -82,7 +130,7 @@ def _walk(root: Path, stats: IngestStats) -> Iterator[Path]:
                 is_dir = False
             if is_dir:
                 stack.append(Path(entry.path))
-            elif is_session_name(entry.name):
+            elif is_log_name(entry.name):
                 yield Path(entry.path)
 
 
@@ -112,10 +160,16 @@ def unreadable(path: Path) -> tuple[str, str] | None:
     return None
 
 
-def iter_states(source: Path, options: IngestOptions, stats: IngestStats,
+def iter_states(source: Path | Sequence[Path], options: IngestOptions, stats: IngestStats,
                 files: list[Path] | None = None,
                 on_file: Callable[[Path], None] | None = None) -> Iterator[TraceState]:
-    """Every state under `source`, streaming one file at a time; `on_file` is told of each file read."""
+    """Every state under `source`, streaming one file at a time; `on_file` is told of each file read.
+    A failed state names its recovery (ingestion/outcome.py), so states pass one behind the reading."""
+    return link_recoveries(_iter_states(source, options, stats, files, on_file))
+
+
+def _iter_states(source: Path, options: IngestOptions, stats: IngestStats, files: list[Path] | None,
+                 on_file: Callable[[Path], None] | None) -> Iterator[TraceState]:
     seen_messages: set[str] = set()
     emitted = 0
     for path in files if files is not None else find_files(source, stats):
@@ -126,6 +180,7 @@ def iter_states(source: Path, options: IngestOptions, stats: IngestStats,
         else:
             for state in _file_states(path, options, stats, seen_messages):
                 yield state
+                stats.count_format(state.source, states=1)
                 emitted += 1
                 if options.max_states is not None and emitted >= options.max_states:
                     return
@@ -138,8 +193,10 @@ def _file_states(path: Path, options: IngestOptions, stats: IngestStats,
     from ingestion.claude_rollouts import iter_claude_rollout_states, rollout_folder
 
     if rollout_folder(path) is not None:   # collect.run --agent claude-code: session + proxy records
+        stats.count_format("swebench_rollout", files=1)
         return iter_claude_rollout_states(path, options, stats, seen_messages)
     if path.name.endswith(ROLLOUT_SUFFIX):
+        stats.count_format("swebench_rollout", files=1)
         from ingestion.budget import fit_states
         from ingestion.messages import fix_messages
         from ingestion.rollouts import iter_rollout_states
@@ -149,4 +206,32 @@ def _file_states(path: Path, options: IngestOptions, stats: IngestStats,
         states = (s.model_copy(update={"messages": fix_messages(s.messages)})
                   for s in iter_rollout_states(path, stats))
         return fit_states(states, options, stats) if options.max_length else states
+    return _agent_states(path, options, stats, seen_messages)
+
+
+def _agent_states(path: Path, options: IngestOptions, stats: IngestStats,
+                  seen_messages: set[str]) -> Iterator[TraceState]:
+    from ingestion.claude_code.agents import is_side_file
+    from ingestion.detect import UNKNOWN, sniff
+
+    if is_side_file(path):   # a Workflow journal in a Claude Code session's folder: counted as before
+        return session_states(path, options, stats, seen_messages)
+    found = sniff(path)
+    if found == UNKNOWN:
+        stats.problem(str(path), None, "unknown_format", action="file",
+                      detail="no reader knows its first records")
+        return iter(())
+    stats.count_format(found, files=1)
+    if found == "codex":
+        from ingestion.codex import codex_states
+
+        return codex_states(path, options, stats, seen_messages)
+    if found == "gemini":
+        from ingestion.gemini import gemini_states
+
+        return gemini_states(path, options, stats, seen_messages)
+    if found == "copilot":
+        from ingestion.copilot import copilot_states
+
+        return copilot_states(path, options, stats, seen_messages)
     return session_states(path, options, stats, seen_messages)

@@ -25,6 +25,13 @@ class IngestStats:
     budget: Counter[str] = field(default_factory=Counter)           # truncated / dropped messages
     history: Counter[str] = field(default_factory=Counter)          # e.g. hook_feedback, fork_inherited
     problems: list[dict[str, Any]] = field(default_factory=list)    # {file, line, reason, action}
+    formats: dict[str, Counter[str]] = field(default_factory=dict)  # format -> {files, states}
+
+    def count_format(self, name: str, files: int = 0, states: int = 0) -> None:
+        """One more file (or states) read as format `name` (report.json `formats`)."""
+        counts = self.formats.setdefault(name, Counter(files=0, states=0))
+        counts["files"] += files
+        counts["states"] += states
 
     def problem(self, file: str, line: int | None, reason: str, action: str = "skipped",
                 detail: str | None = None) -> None:

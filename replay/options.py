@@ -46,12 +46,13 @@ class ExportOptions(StrictModel):
 
 
 class RunConfig(StrictModel):
-    source: Path
+    source: Path | list[Path]        # one path (run.json as before) or several (--source a,b)
     out: Path
     dry_run: bool = False
     redact: bool = True               # one redaction pass per state, right after ingestion
     force: bool = False          # write into a non-empty folder replay.run did not make (deletes nothing)
     max_failed: float = 0.1      # share of the states put to teachers that may fail before exit 1
+    select: list[str] = Field(default_factory=list)   # --select filters (replay/select.py)
     ingest: IngestOptions = IngestOptions()
     pool: PoolOptions | None = None
     consensus: ConsensusOptions = ConsensusOptions()

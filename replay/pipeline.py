@@ -17,11 +17,13 @@ from ingestion.schema import ReplayError
 from ingestion.sources import find_files, iter_states
 from ingestion.stats import IngestStats
 from ingestion.store import STATES_FILE as STATES_FILE  # re-exported: the name callers knew
-from ingestion.store import StateWriter, load_states
+from ingestion.store import StateWriter
+from ingestion.store import load_states as load_states  # re-exported: the view and benches read it here
 from replay.files import write_json, write_jsonl
 from replay.options import PoolOptions, RunConfig
 from replay.outdir import check_out, keep_failed, run_folder, swap_in
 from replay.report import Report, failure_kinds, too_many_failed
+from replay.select import asked_states, select_into
 from replay.waves import estimate_waves
 
 if TYPE_CHECKING:
@@ -125,6 +127,7 @@ def _run_into(work: Path, config: RunConfig, pool: TeacherPool | None, console: 
     redactor = StateRedactor(redaction_key()) if config.redact else None
     report, _ = ingest_to_file(config.source, work, config.ingest, console, redactor)
     report.dry_run = config.dry_run
+    report.outcomes, report.states_unselected = select_into(work, config.select)
     write_json(work / CONFIG_FILE, config.model_dump(mode="json"))
     if pool is not None:
         report.extra["unpriced"] = pool.unpriced()
@@ -200,7 +203,7 @@ def estimate_run(pool: TeacherPool, out: Path, batch: bool = False) -> dict[str,
 
     batched = {t.name for t in pool.teachers if batch and batch_provider(t)}
     totals: dict[str, dict[str, float]] = {}
-    for state in load_states(out):
+    for state in asked_states(out):
         for est in pool.estimate(state, batched):
             row = totals.setdefault(est.teacher, {"calls": 0, "cached": 0, "prompt_tokens": 0,
                                                   "cached_prompt_tokens": 0, "completion_tokens": 0,
@@ -250,7 +253,7 @@ async def _replay(work: Path, config: RunConfig, pool: TeacherPool, report: Repo
         judge = Judge(parse_pool(config.consensus.judge)[0], pool.cache, pool)
     if config.pool is not None and config.pool.batch:
         report.extra["batch"] = await prefetch_batches(work, config, pool, console)
-    with _progress(report.states, "teachers", console) as (bar, task):
+    with _progress(report.states - report.states_unselected, "teachers", console) as (bar, task):
         def tick() -> None:
             stats = pool.stats
             bar.update(task, advance=1, info=f"calls {stats.made} · cached {stats.cached} · "
@@ -259,7 +262,7 @@ async def _replay(work: Path, config: RunConfig, pool: TeacherPool, report: Repo
         async with LoopLag() as lag, quiet.freezing():
             try:
                 outcomes = await replay_states(
-                    load_states(work), pool, config.consensus, judge, on_state=tick,
+                    asked_states(work), pool, config.consensus, judge, on_state=tick,
                     trace_parallel=config.pool.trace_parallel if config.pool else 1)
             except* ReplayError as group:  # a cache fault in one task stops them all: say it once
                 raise group.exceptions[0] from None
@@ -278,7 +281,7 @@ async def prefetch_batches(work: Path, config: RunConfig, pool: TeacherPool,
     try:
         batcher = Batcher(pool, store, poll=config.pool.batch_poll if config.pool else 30.0,
                           note=lambda text: console.print(text))
-        return asdict(await batcher.prefetch(load_states(work)))
+        return asdict(await batcher.prefetch(asked_states(work)))
     finally:
         store.close()
 

@@ -31,6 +31,8 @@ class Report(BaseModel):
     preflight_dropped: int = 0
     tokens: dict[str, int] = Field(default_factory=lambda: {"prompt": 0, "completion": 0, "cached_prompt": 0})
     cost_usd: float = 0.0
+    outcomes: dict[str, int] = Field(default_factory=dict)   # every state's outcome kind (#25)
+    states_unselected: int = 0       # left out by --select: counted, never sent to a teacher
     # Beyond the contract: where the numbers above come from.
     dry_run: bool = False
     repaired_lines: dict[str, int] = Field(default_factory=dict)
@@ -41,6 +43,7 @@ class Report(BaseModel):
     budget: dict[str, int] = Field(default_factory=dict)
     history: dict[str, int] = Field(default_factory=dict)       # messages ingestion added or left out
     problems: list[dict[str, Any]] = Field(default_factory=list)
+    formats: dict[str, dict[str, int]] = Field(default_factory=dict)   # format -> {files, states}
     extra: dict[str, Any] = Field(default_factory=dict)
 
     def add_ingest(self, stats: IngestStats) -> None:
@@ -51,6 +54,7 @@ class Report(BaseModel):
                      "skipped_records", "skipped_traces", "skipped_turns", "budget", "history"):
             setattr(self, name, dict(sorted(getattr(stats, name).items())))
         self.problems = list(stats.problems)
+        self.formats = {name: dict(counts) for name, counts in sorted(stats.formats.items())}
 
 
 def too_many_failed(report: Report, max_failed: float) -> str | None:
@@ -63,7 +67,7 @@ def too_many_failed(report: Report, max_failed: float) -> str | None:
     >>> too_many_failed(r, 0.2) is None
     True
     """
-    asked = report.states - report.states_all_teachers_excluded
+    asked = report.states - report.states_unselected - report.states_all_teachers_excluded
     if not asked or report.states_failed <= max_failed * asked:
         return None
     text = (f"{report.states_failed} of {asked} states failed ({report.states_failed / asked:.0%}, more than "

@@ -20,6 +20,7 @@ from ingestion.options import DEFAULT_MAX_MESSAGE_CHARS, DEFAULT_MAX_PROMPT_TOKE
 from ingestion.schema import ReplayError
 from replay.flags import at_least, fraction, out_folder, positive_float, seconds, usd
 from replay.options import ConsensusOptions, ExportOptions, PoolOptions, RunConfig
+from replay.select import SelectError, parse_filter
 
 
 class _Parser(argparse.ArgumentParser):
@@ -29,6 +30,15 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"error: {message} (see --help)\n")
 
 
+def select_value(text: str) -> str:
+    """A --select value, checked (one line, exit 2, when it is not a filter)."""
+    try:
+        parse_filter(text)
+    except SelectError as error:
+        raise argparse.ArgumentTypeError(str(error).removeprefix("--select ")) from None
+    return text
+
+
 class Interrupted(BaseException):
     """SIGTERM, raised like SIGINT's KeyboardInterrupt so every `finally` runs."""
 
@@ -36,13 +46,15 @@ class Interrupted(BaseException):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="python -m replay.run",
-        description="Turn Claude Code sessions or SWE-bench rollouts into DPO pairs: a pool of teacher "
-                    "LLMs answers every assistant turn; their consensus is `chosen`, the student's "
-                    "real action `rejected`.",
+        description="Turn coding-agent traces (Claude Code, Codex CLI, Gemini CLI and Copilot CLI "
+                    "sessions, SWE-bench rollouts) into DPO pairs: a pool of teacher LLMs answers every "
+                    "assistant turn; their consensus is `chosen`, the student's real action `rejected`.",
         epilog="example: python -m replay.run --source ~/.claude/projects --teachers gpt-5,deepseek")
-    parser.add_argument("--source", type=Path, required=True,
-                        help="a session .jsonl, a project folder, or ~/.claude/projects (searched "
-                             "recursively); rollout dirs from collect.run work too")
+    parser.add_argument("--source", action="append", required=True, metavar="PATH[,PATH…]",
+                        help="where the traces are; repeat it or separate paths with commas: session "
+                             "files and folders searched recursively, any mix of ~/.claude/projects, "
+                             "~/.codex/sessions, ~/.gemini/tmp, ~/.copilot/session-state and rollout "
+                             "dirs from collect.run; each file's format is told by its content")
     parser.add_argument("--out", type=out_folder, default=Path("replay-out"),
                         help="output folder (default: ./replay-out); a run writes into a hidden folder "
                              "inside it and swaps it in at the end")
@@ -65,6 +77,12 @@ def _ingest_flags(group: argparse._ArgumentGroup) -> None:
                        help="also read subagent / sidechain transcripts as traces of their own")
     group.add_argument("--max-states", type=at_least(1), default=None, metavar="N",
                        help="stop after N states")
+    group.add_argument("--select", type=select_value, action="append", default=[], metavar="FILTER",
+                       help="ask the teachers about these states only; repeat to combine (AND), commas "
+                            "within one are OR: outcome=error,rejected,interrupted (or failed), "
+                            "tool=Edit,Bash, after-failure=N (a failed state and the N after it), "
+                            "per-trace=N[:SEED] (a seeded sample). The others are counted "
+                            "(states_unselected), never sent")
     group.add_argument("--max-message-chars", type=at_least(100), default=DEFAULT_MAX_MESSAGE_CHARS,
                        metavar="N",
                        help=f"cut any message longer than this to head + tail (default "
@@ -184,9 +202,12 @@ def config_from_args(args: argparse.Namespace, argv: list[str]) -> RunConfig:
                            redact=not args.no_redact, batch=args.batch, batch_poll=args.batch_poll,
                            max_response_bytes=int(args.max_response_mb * 1_000_000),
                            trace_parallel=args.trace_parallel)
+    from ingestion.sources import split_sources
+
+    sources = split_sources(args.source)
     return RunConfig(
-        source=args.source, out=args.out, dry_run=args.dry_run, pool=pool, redact=not args.no_redact,
-        force=args.force, max_failed=args.max_failed,
+        source=sources[0] if len(sources) == 1 else sources, out=args.out, dry_run=args.dry_run, pool=pool,
+        redact=not args.no_redact, force=args.force, max_failed=args.max_failed, select=args.select,
         ingest=IngestOptions(include_subagents=args.include_subagents, max_states=args.max_states,
                              max_message_chars=args.max_message_chars,
                              max_prompt_tokens=args.max_prompt_tokens, max_length=args.max_length,

@@ -16,6 +16,11 @@ def print_summary(report: Report, out: str, console: Console | None = None) -> N
     rows = [("files", report.files), ("lines", report.lines),
             ("skipped lines", sum(report.skipped_lines.values())),
             ("traces", report.traces), ("states", report.states)]
+    if report.outcomes:
+        rows.append(("  by outcome", " · ".join(f"{k} {n}" for k, n in report.outcomes.items())))
+    if report.states_unselected:
+        rows.append(("  selected / unselected (--select)",
+                     f"{report.states - report.states_unselected} / {report.states_unselected}"))
     if not report.dry_run:
         rows += [("teacher calls made / cached / failed",
                   "{made} / {cached} / {failed}".format(**report.teacher_calls)),

@@ -125,13 +125,13 @@ def estimate_waves(pool: Any, out: Any, trace_parallel: int | None, usd_one: flo
     (`auto`: chosen per wave), the prompt cache modelled per wave (`TeacherPool.estimate_wave`).
     Time: the waves of the traces in flight at once (`--concurrency` traces, at least 4), each wave one
     call latency."""
-    from ingestion.store import load_states
+    from replay.select import asked_states
 
     limit, margin = (AUTO_LIMIT, MARGIN) if trace_parallel is None else (max(trace_parallel, 1), None)
     ratio = pool.cached_price_ratio()
     one, chosen = Planner(1, None, ratio), Planner(limit, margin, ratio)
     usd = 0.0
-    for state in load_states(out):
+    for state in asked_states(out):
         size = prompt_size(state)
         one.place(state.trace_id, size)
         usd += pool.estimate_wave(state, chosen.place(state.trace_id, size))

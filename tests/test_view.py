@@ -239,6 +239,24 @@ def test_stored_verdicts_draw_the_same_pages_as_deciding_again(run: Path, tmp_pa
     assert page(older / "view") == page(run / "view")
 
 
+def test_a_selected_run_shows_its_unselected_states(tmp_path: Path) -> None:
+    """--select: the states left out are `unselected` (never asked), the others keep the run's verdicts."""
+    with LLMServer(teachers) as server:
+        pool = ",".join(f"{n}=openai/{n}@{server.url}" for n in "abc")
+        code = run_main(["--source", str(ROOT / "examples" / "sessions"), "--out", str(tmp_path / "out"),
+                         "--teachers", pool, "--cache", str(tmp_path / "cache.sqlite"),
+                         "--select", "outcome=error", "--view"])
+    assert code == 0
+    report = report_of(tmp_path / "out")
+    kinds = [r["verdict"] for r in records(tmp_path / "out/view").values()]
+    assert report["states_unselected"] and kinds.count("unselected") == report["states_unselected"]
+    assert len(kinds) - kinds.count("unselected") == report["pairs"] + report["agree"] \
+        + report["consensus"]["abstained"] + report.get("states_failed", 0) \
+        + report["states_all_teachers_excluded"]
+    overview = (tmp_path / "out/view/index.html").read_text()
+    assert Elements(overview).by_id(overview, "count-unselected") == str(report["states_unselected"])
+
+
 def test_a_dry_run_and_bad_folders(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     hostile = hostile_session(tmp_path / "src")
     assert run_main(["--source", str(hostile), "--out", str(tmp_path / "dry"), "--dry-run"]) == 0

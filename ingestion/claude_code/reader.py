@@ -26,6 +26,7 @@ from ingestion.claude_code.agents import (
 )
 from ingestion.claude_code.convert import is_turn
 from ingestion.claude_code.history import HistoryBuilder, MessageCache
+from ingestion.claude_code.outcome import SessionOutcomes
 from ingestion.claude_code.session import Group, Node, Session, load_session
 from ingestion.claude_code.tools import recorded_tools, trace_tools
 from ingestion.options import IngestOptions
@@ -67,6 +68,7 @@ def session_states(path: Path, options: IngestOptions, stats: IngestStats,
     meta = read_meta(path, stats) if subagent_file else {}
     history = HistoryBuilder(session, MessageCache(session, options.message_limit(), stats), stats)
     budget = Budget(options)
+    outcomes = SessionOutcomes(session)
     for trace in _traces(session, path, subagent_file, meta):
         if trace.sidechain and not options.include_subagents:
             stats.skipped_traces["subagent"] += 1
@@ -75,7 +77,9 @@ def session_states(path: Path, options: IngestOptions, stats: IngestStats,
             stats.skipped_traces["warmup"] += 1
             continue
         stats.traces += 1
-        yield from _trace_states(session, trace, history, budget, stats, seen_messages)
+        for state in _trace_states(session, trace, history, budget, stats, seen_messages):
+            state.metadata["outcome"] = outcomes.of(session.groups[state.metadata["message_id"]])
+            yield state
 
 
 def _traces(session: Session, path: Path, subagent_file: bool, meta: dict[str, Any]) -> list[Trace]:

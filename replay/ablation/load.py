@@ -55,8 +55,9 @@ class RunData:
 
 def load_run(run_dir: Path) -> RunData:
     """run.json, the states (ingestion/store.py) and proposals.jsonl of a finished `replay.run --out DIR`."""
-    from ingestion.store import STATES_FILE, load_states
+    from ingestion.store import STATES_FILE
     from replay.pipeline import CONFIG_FILE, PROPOSALS_FILE
+    from replay.select import asked_states
 
     for name in (CONFIG_FILE, STATES_FILE):
         if not (run_dir / name).is_file():
@@ -73,7 +74,7 @@ def load_run(run_dir: Path) -> RunData:
     with open(run_dir / PROPOSALS_FILE, "rb") as handle:
         proposals = [Proposal.model_validate(orjson.loads(line)) for line in handle if line.strip()]
     return RunData(config=config, specs=parse_pool(config.pool.teachers),
-                   states=list(load_states(run_dir)), answers=index_answers(proposals))
+                   states=list(asked_states(run_dir)), answers=index_answers(proposals))  # --select's
 
 
 def choose_pools(config: AblateConfig, run_specs: Sequence[TeacherSpec]) -> list[list[TeacherSpec]]:

@@ -28,7 +28,7 @@ COLUMN_DOCS = {
     "state_id": "`<source>:<trace_id>:<turn>`, stable across runs",
     "trace_id": "the session (or rollout) the turn comes from; splits never share one",
     "turn": "0-based index of the assistant turn in its trace",
-    "source": "`claude_code` or `swebench_rollout`",
+    "source": "the log's format: `claude_code`, `swebench_rollout`, `codex`, `gemini`, `copilot`",
     "student_model": "the model that wrote `rejected`",
     "teachers": "the teachers that voted",
     "winner_teachers": "the teachers whose answer is `chosen`",
@@ -269,5 +269,7 @@ def source_kinds(rows: list[dict[str, Any]]) -> list[str]:
     kinds: dict[str, set[str]] = {}
     for row in rows:
         kinds.setdefault(row["source"], set()).add(row["trace_id"])
-    names = {"claude_code": "Claude Code sessions", "swebench_rollout": "SWE-bench rollouts"}
+    names = {"claude_code": "Claude Code sessions", "swebench_rollout": "SWE-bench rollouts",
+             "codex": "Codex CLI sessions", "gemini": "Gemini CLI sessions",
+             "copilot": "Copilot CLI sessions"}
     return [f"{names.get(kind, kind)} ({len(traces)} traces)" for kind, traces in sorted(kinds.items())]

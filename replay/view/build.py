@@ -25,7 +25,7 @@ from replay.view.index import Index
 from replay.view.load import RunOutputs, iter_states, iter_verdicts, load_run
 from replay.view.pages import RunInfo, overview_page, state_record
 from replay.view.render import copy_assets, state_shell, write_index, write_page
-from replay.view.verdicts import Setup, decide_state, stored_decision
+from replay.view.verdicts import Decision, Setup, decide_state, stored_decision
 
 VIEW_DIR = "view"
 PLOT = "ablation.png"
@@ -72,10 +72,12 @@ def _build(run: RunOutputs, work: Path) -> list[tuple[str, int, int]]:
     data = TraceData(work / "data")
     stored = iter_verdicts(run.folder)
     for number, (prev, state, following) in enumerate(_neighbours(iter_states(run.folder))):
-        record = next(stored, None) if stored is not None else None
-        if record is not None and record.get("state_id") == state.state_id:
-            decision = stored_decision(record, run.answers)
-            for name, form in (record.get("forms") or {}).items():
+        if state.state_id in run.unselected:      # never asked: verdicts.jsonl has no line for it
+            decision = Decision("unselected") if setup is not None else Decision("not_asked")
+        elif (line := next(stored, None) if stored is not None else None) is not None \
+                and line.get("state_id") == state.state_id:
+            decision = stored_decision(line, run.answers)
+            for name, form in (line.get("forms") or {}).items():
                 forms.setdefault(name, {})[state.state_id] = form
         else:                       # a run from before verdicts.jsonl, or one that does not match
             stored = None

@@ -40,6 +40,7 @@ class RunOutputs:
     config: RunConfig | None                     # None: no run.json, or one this version cannot read
     answers: dict[str, list[Proposal]] = field(default_factory=dict)
     judged_pairs: dict[str, dict[str, Any]] = field(default_factory=dict)   # judge runs only
+    unselected: set[str] = field(default_factory=set)      # ids --select left out (selection.json)
     ablation_rows: list[dict[str, str]] = field(default_factory=list)
     ablation_plot: Path | None = None
 
@@ -58,6 +59,7 @@ class RunOutputs:
 def load_run(folder: Path) -> RunOutputs:
     """The run's report, settings, answers and ablation outputs (a one-line ViewError if it is no run)."""
     from replay.pipeline import CONFIG_FILE, PROPOSALS_FILE, REPORT_FILE, STATES_FILE
+    from replay.select import SELECTION_FILE
 
     if not folder.is_dir():
         raise ViewError(f"{folder}: no such folder (give the --out folder of a replay.run)")
@@ -67,6 +69,9 @@ def load_run(folder: Path) -> RunOutputs:
                          config=_config(folder / CONFIG_FILE))
     if (folder / PROPOSALS_FILE).is_file() and outputs.teachers is not None:
         outputs.answers = _answers(folder / PROPOSALS_FILE)
+    selection = _json(folder / SELECTION_FILE)
+    if isinstance(selection, dict):
+        outputs.unselected = set(selection.get("unselected") or ())
     if outputs.method == "judge" and (folder / PAIRS_FILE).is_file():
         outputs.judged_pairs = _pair_rows(folder / PAIRS_FILE)
     ablation = folder / ABLATION_DIR

@@ -22,9 +22,12 @@ from replay.verdicts import stored_result
 from teachers.registry import TeacherSpec
 
 # Every state is exactly one of these (DESIGN.md); `judged` and `not_asked` are the viewer's own.
-VERDICTS = ("pair", "agree", "abstained", "failed", "all_teachers_excluded", "judged", "not_asked")
+# `unselected`: left out by --select, never asked (report.json `states_unselected`).
+VERDICTS = ("pair", "agree", "abstained", "failed", "all_teachers_excluded", "unselected", "judged",
+            "not_asked")
 REPORT_KEYS = {"pair": ("pairs",), "agree": ("agree",), "abstained": ("consensus", "abstained"),
-               "failed": ("states_failed",), "all_teachers_excluded": ("states_all_teachers_excluded",)}
+               "failed": ("states_failed",), "all_teachers_excluded": ("states_all_teachers_excluded",),
+               "unselected": ("states_unselected",)}
 
 
 @dataclass
