@@ -4,6 +4,7 @@ reasoning tokens of reasoning models (#28). Each figure says where it came from.
 
 from __future__ import annotations
 
+import math
 import sqlite3
 import tomllib
 from dataclasses import dataclass
@@ -40,7 +41,7 @@ def percentile(values: list[int], share: float) -> int:
     >>> percentile([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], 0.9), percentile([5], 0.1)
     (9, 5)
     """
-    return values[min(max(int(round(share * len(values) + 0.5)) - 1, 0), len(values) - 1)]
+    return values[min(max(math.ceil(share * len(values)) - 1, 0), len(values) - 1)]
 
 
 def is_reasoning(teacher: TeacherSpec) -> bool:
