@@ -17,6 +17,11 @@ hand at the published prices. Printed:
 The servers' answers are tool calls scripted from the prompt; their completion token counts are drawn
 from the prompt's hash, 100 to 700 (mean 400, the estimate's assumption), so the comparison is about
 the prompt side, which the prompt cache changes; `--completion reply` reports the reply's own tokens.
+
+`--learn FIRST,NEXT` (two folders under --source) instead measures estimates that learn (#28), against
+servers answering short tool calls (30-50 completion tokens): a dry run of NEXT on an empty cache
+(prior; its printed range against NEXT's bill), a run of FIRST into the cache, a dry run of NEXT again
+(learned from FIRST's answers), then NEXT's run and its bill.
 """
 
 from __future__ import annotations
@@ -53,6 +58,9 @@ def call_usd(row: dict[str, Any]) -> float:
 
 
 def completions(kind: str) -> Any:
+    if kind == "short":
+        return lambda body: 30 + int(hashlib.sha256(json.dumps(body["messages"][-1:]).encode()).hexdigest(),
+                                     16) % 21
     if kind == "reply":
         return lambda body: 40  # a tool call with a short description, as the scripted teachers answer
     def drawn(body: dict[str, Any]) -> int:
@@ -63,7 +71,7 @@ def completions(kind: str) -> Any:
 
 
 def run(args: argparse.Namespace, work: Path, name: str, extra: list[str],
-        latency: float) -> tuple[dict, list]:
+        latency: float, source: Path | None = None, cache: str | None = None) -> tuple[dict, list]:
     from replay.run import main
 
     def answer(body: dict[str, Any]) -> Reply:
@@ -78,11 +86,36 @@ def run(args: argparse.Namespace, work: Path, name: str, extra: list[str],
                     f"deepseek=deepseek/deepseek-chat@{deepseek.url}#price=deepseek/deepseek-chat")
         out = work / name
         started = time.perf_counter()
-        code = main(["--source", str(args.source), "--out", str(out), "--teachers", teachers,
-                     "--cache", str(work / f"{name}.sqlite"), "--concurrency", "16", *extra])
+        code = main(["--source", str(source or args.source), "--out", str(out), "--teachers", teachers,
+                     "--cache", str(work / f"{cache or name}.sqlite"), "--concurrency", "16", *extra])
         assert code == 0, code
         print(f"  [{name}: {time.perf_counter() - started:.0f} s]", file=sys.stderr)
     return json.loads((out / "report.json").read_text()), gpt_cache.ledger + deepseek_cache.ledger
+
+
+def learn(args: argparse.Namespace, work: Path) -> None:
+    """--learn: the prior's range and the learned estimate against the next run's bill."""
+    first, following = (next(args.source.rglob(name)) for name in args.learn.split(","))
+    args.completion = "short"
+
+    def dry(name: str) -> tuple[float, float, float, dict]:
+        report, _ = run(args, work, name, ["--dry-run"], 0.0, following, "learn")
+        rows = report["extra"]["estimate"].values()
+        return (sum(r["cost_usd"] for r in rows), sum(r["cost_usd_low"] for r in rows),
+                sum(r["cost_usd_high"] for r in rows), report["extra"]["estimate_sources"])
+
+    prior = dry("dry-prior")
+    run(args, work, "first", [], args.latency, first, "learn")
+    learned = dry("dry-learned")
+    _, ledger = run(args, work, "next", [], args.latency, following, "learn")
+    bill = sum(call_usd(row) for row in ledger)
+    print(f"NEXT's bill ${bill:.4f} ({len(ledger)} calls)")
+    print(f"first dry run (prior)   ${prior[0]:.4f} ratio {prior[0] / bill:.2f}, range ${prior[1]:.4f}-"
+          f"${prior[2]:.4f}, covers the bill: {prior[1] <= bill <= prior[2]}")
+    print(f"second dry run (learned) ${learned[0]:.4f} ratio {learned[0] / bill:.3f} "
+          f"(within 15%: {abs(learned[0] / bill - 1) <= 0.15}), range ${learned[1]:.4f}-${learned[2]:.4f}")
+    for teacher, source in sorted(learned[3].items()):
+        print(f"  {teacher}: {source}")
 
 
 def estimate(source: Path, work: Path) -> dict[str, Any]:
@@ -117,10 +150,14 @@ def main() -> None:
     parser.add_argument("--source", type=Path, default=fixtures)
     parser.add_argument("--caps", default="0.1,0.5,2")
     parser.add_argument("--latency", type=float, default=0.02)
-    parser.add_argument("--completion", choices=["mean400", "reply"], default="mean400")
+    parser.add_argument("--completion", choices=["mean400", "reply", "short"], default="mean400")
+    parser.add_argument("--learn", metavar="FIRST,NEXT", help="estimates that learn (see above)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
+        if args.learn:
+            learn(args, work)
+            return
         rows = estimate(args.source, work)
         report, ledger = run(args, work, "run", [], args.latency)
         billed = sum(call_usd(row) for row in ledger)

@@ -20,6 +20,7 @@ from replay.export.pairs import PromptMemo, pair_row
 from replay.hindsight import Hindsight, hindsight_tier
 from replay.options import ConsensusOptions
 from replay.verdicts import verdict_record
+from replay.waves import AUTO_LIMIT, MARGIN, joins, prompt_size
 from teachers.pool import BUDGET_EXHAUSTED, TeacherPool
 from teachers.workers import blocking
 
@@ -199,15 +200,18 @@ async def replay_states(states: Iterable[TraceState], pool: TeacherPool, options
                         judge: Judge | None = None,
                         on_state: Callable[[], None] | None = None,
                         again: Callable[[], Iterable[TraceState]] | None = None,
-                        keep: frozenset[str] = PAIRS_ONLY) -> Outcomes:
+                        keep: frozenset[str] = PAIRS_ONLY, trace_parallel: int | None = 1) -> Outcomes:
     """Ask, decide and pair every state. One trace's states are asked in turn order, each once the
     previous one's answers are in, so every request finds the one before it (which it extends) in the
     provider's prompt cache; different traces run concurrently, a bounded number at a time.
+    `trace_parallel` K > 1: up to K states of a trace at once, in waves (replay.waves); None: auto.
     `--consensus weighted` decides only once every answer is in, over the states read `again`."""
     outcomes = Outcomes()
     weighted = options.method == "weighted"
     if weighted and again is None:
         raise ValueError("--consensus weighted reads the states twice: pass `again`")
+    limit, margin = (AUTO_LIMIT, MARGIN) if trace_parallel is None else (max(trace_parallel, 1), None)
+    ratio = pool.cached_price_ratio()
     slots = asyncio.Semaphore(max(pool.concurrency, 4))  # traces in flight
     done: dict[str, asyncio.Task[None]] = {}  # a trace's latest run, should its states come back later
 
@@ -234,14 +238,28 @@ async def replay_states(states: Iterable[TraceState], pool: TeacherPool, options
 
     async def run_trace(queue: asyncio.Queue[tuple[int, TraceState] | None], after: asyncio.Task[None] | None,
                         group: asyncio.TaskGroup) -> None:
+        async def ask(index: int, state: TraceState) -> None:
+            answers = await ask_state(pool, state, options.early_stop, options.min_agreement, options.match)
+            group.create_task(settle_state(index, state, answers))  # the judge need not hold the trace
+
         try:
             if after is not None:
                 await after
-            while (item := await queue.get()) is not None:
-                index, state = item
-                answers = await ask_state(pool, state, options.early_stop, options.min_agreement,
-                                          options.match)
-                group.create_task(settle_state(index, state, answers))  # the judge need not hold the trace
+            base, first, held = 0, True, None
+            while (item := held or await queue.get()) is not None:
+                held, wave = None, [(item, await blocking(prompt_size, item[1]) if limit > 1 else 0)]
+                # Waves (replay.waves): the states already read join while the cost margin allows.
+                while limit > 1 and not first and not queue.empty():
+                    if (follower := queue.get_nowait()) is None:
+                        queue.put_nowait(None)
+                        break
+                    size = await blocking(prompt_size, follower[1])
+                    if not joins(base, [s for _, s in wave], size, limit, margin, ratio):
+                        held = follower
+                        break
+                    wave.append((follower, size))
+                await asyncio.gather(*(ask(*member) for member, _ in wave))
+                base, first = wave[-1][1], False
         finally:
             slots.release()
 

@@ -24,6 +24,7 @@ class PoolOptions(StrictModel):
     max_response_bytes: int = 10_000_000
     batch: bool = False          # through the providers' batch APIs (teachers/batch.py), half price
     batch_poll: float = 30.0     # seconds between polls of submitted batches
+    trace_parallel: int | None = None  # states of one trace in flight, in waves (replay.waves); None: auto
 
 
 class ConsensusOptions(StrictModel):

@@ -24,6 +24,7 @@ from replay.options import PoolOptions, RunConfig
 from replay.outdir import check_out, keep_failed, run_folder, swap_in
 from replay.report import Report, failure_kinds, too_many_failed
 from replay.select import asked_states, select_into
+from replay.waves import estimate_waves
 
 if TYPE_CHECKING:
     from teachers.pool import TeacherPool
@@ -109,6 +110,8 @@ def run(config: RunConfig, console: Console | None = None) -> Report:
     try:
         if pool is not None and pool.cache.notice:
             console.print(f"[yellow]{pool.cache.notice}[/yellow]")
+        if pool is not None and not config.dry_run:
+            stop_unreachable(pool, console)
         with run_folder(config.out) as work:
             report = _run_into(work, config, pool, console)
             swap_in(work, config.out)
@@ -130,7 +133,10 @@ def _run_into(work: Path, config: RunConfig, pool: TeacherPool | None, console: 
         report.extra["unpriced"] = pool.unpriced()
     if pool is not None and config.dry_run:
         report.extra["estimate"] = estimate_run(pool, work, config.pool.batch)
-        report.extra["estimate_model"] = ESTIMATE_MODEL.format(completion=pool.expected_completion_tokens)
+        report.extra["estimate_model"] = ESTIMATE_MODEL
+        report.extra["estimate_sources"] = {t.name: pool.completion(t).source for t in pool.teachers}
+        report.extra["trace_parallel"] = estimate_waves(pool, work, config.pool.trace_parallel, sum(
+            row["cost_usd"] for row in report.extra["estimate"].values()))
     elif pool is not None:
         rows = _ask(work, config, pool, report, console)
         if failure := too_many_failed(report, config.max_failed):
@@ -142,6 +148,17 @@ def _run_into(work: Path, config: RunConfig, pool: TeacherPool | None, console: 
         export_pairs(config, work, rows, report)
     write_json(work / REPORT_FILE, report.model_dump())
     return report
+
+
+def stop_unreachable(pool: TeacherPool, console: Console) -> None:
+    """Probe each teacher endpoint once (teachers.probe): none reachable is one line and exit 1 before
+    any work; the unreachable ones are stopped (their calls fail as `unreachable`) and named."""
+    from teachers.probe import check_reachable
+
+    for name, why in check_reachable(pool.teachers).items():
+        pool.breaker.trip(name, why)
+        console.print(f"[yellow]teacher {name} cannot be reached ({why}): its calls count as failed, "
+                      f"reason unreachable[/yellow]")
 
 
 def check_credentials(teachers: str) -> None:
@@ -174,7 +191,8 @@ def build_pool(options: PoolOptions) -> TeacherPool:
 
 ESTIMATE_MODEL = ("prompt cache modelled per trace: a trace's first state at full price, then the prefix "
                   "each state shares with the previous one at the cached price where the provider caches "
-                  "(teachers/prompt_cache.py); {completion} completion tokens assumed per call")
+                  "(teachers/prompt_cache.py); completion tokens per call learned from each teacher's "
+                  "answers in the cache, else a prior (teachers/learned.py, configs/estimate.toml)")
 
 
 def estimate_run(pool: TeacherPool, out: Path, batch: bool = False) -> dict[str, dict[str, float]]:
@@ -189,13 +207,16 @@ def estimate_run(pool: TeacherPool, out: Path, batch: bool = False) -> dict[str,
         for est in pool.estimate(state, batched):
             row = totals.setdefault(est.teacher, {"calls": 0, "cached": 0, "prompt_tokens": 0,
                                                   "cached_prompt_tokens": 0, "completion_tokens": 0,
-                                                  "cost_usd": 0.0})
+                                                  "cost_usd": 0.0, "cost_usd_low": 0.0,
+                                                  "cost_usd_high": 0.0})
             row["calls"] += est.calls
             row["cached"] += est.cached
             row["prompt_tokens"] += est.prompt_tokens * est.calls
             row["cached_prompt_tokens"] += est.cached_prompt_tokens * est.calls
             row["completion_tokens"] += est.completion_tokens * est.calls
             row["cost_usd"] += est.cost_usd
+            row["cost_usd_low"] += est.cost_usd_low
+            row["cost_usd_high"] += est.cost_usd_high
             if est.batch:
                 row["batch"] = True
                 row["cost_usd_if_cached"] = row.get("cost_usd_if_cached", 0.0) + (est.cost_usd_if_cached
@@ -245,9 +266,10 @@ async def _replay(work: Path, config: RunConfig, pool: TeacherPool, report: Repo
 
         async with LoopLag() as lag, quiet.freezing():
             try:
-                outcomes = await replay_states(asked_states(work), pool, config.consensus,
-                                               judge, on_state=tick, again=lambda: asked_states(work),
-                                               keep=KEEP[config.export.format])
+                outcomes = await replay_states(
+                    asked_states(work), pool, config.consensus, judge, on_state=tick,
+                    again=lambda: asked_states(work), keep=KEEP[config.export.format],
+                    trace_parallel=config.pool.trace_parallel if config.pool else 1)
             except* ReplayError as group:  # a cache fault in one task stops them all: say it once
                 raise group.exceptions[0] from None
     return outcomes, judge, lag
@@ -279,6 +301,7 @@ def _fill_report(report: Report, pool: TeacherPool, outcomes: Any, judge: Any) -
     report.tokens = pool_report["tokens"]
     report.cost_usd = pool_report["cost_usd"]
     report.extra["per_teacher"] = pool_report["per_teacher"]
+    report.extra["rate_limits"] = pool.pacing()
     prompt = report.tokens["prompt"]
     share = report.tokens["cached_prompt"] / prompt if prompt else 0.0
     report.extra["prompt_cache"] = {"hit_share": round(share, 4)}

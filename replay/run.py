@@ -111,9 +111,16 @@ def _teacher_flags(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--cache", type=Path, default=None,
                        help="SQLite response cache (default: $REPLAY_CACHE or the user cache dir)")
     group.add_argument("--concurrency", type=at_least(1), default=16, metavar="N",
-                       help="calls in flight, all teachers (16)")
+                       help="calls in flight, all teachers, at most (16)")
     group.add_argument("--per-teacher", type=at_least(1), default=8, metavar="N",
-                       help="calls in flight per teacher (8)")
+                       help="calls in flight per teacher, at most (8): pacing starts at 2, grows while "
+                            "answers come back clean, halves on a 429, and follows the rate limits a "
+                            "provider states in its headers")
+    group.add_argument("--trace-parallel", type=trace_parallel, default=None, metavar="K",
+                       help="states of one trace in flight at once, sent in waves so each still finds the "
+                            "prefix it shares with an earlier state in the provider's prompt cache: K, or "
+                            "auto (default: waves of up to 8, sized per trace to cost at most 10%% more "
+                            "than one state at a time; --dry-run prints time and cost for K = 1 and this)")
     group.add_argument("--samples", type=at_least(1), default=1, metavar="N",
                        help="answers per teacher per state")
     group.add_argument("--timeout", type=positive_float, default=120.0, metavar="S",
@@ -184,6 +191,13 @@ def _export_flags(group: argparse._ArgumentGroup) -> None:
                             "(the same as python -m replay.view OUT)")
 
 
+def trace_parallel(text: str) -> int | None:
+    """`--trace-parallel`: a count of at least 1, or `auto` (None)."""
+    if text.strip().lower() == "auto":
+        return None
+    return at_least(1)(text)
+
+
 def config_from_args(args: argparse.Namespace, argv: list[str]) -> RunConfig:
     if not args.teachers and not args.dry_run:
         raise ReplayError("no teachers: pass --teachers (e.g. --teachers gpt-5,deepseek), or --dry-run "
@@ -199,7 +213,8 @@ def config_from_args(args: argparse.Namespace, argv: list[str]) -> RunConfig:
                            per_teacher=args.per_teacher, samples=args.samples, timeout=args.timeout,
                            max_cost=args.max_cost, allow_same_family=args.allow_same_family,
                            redact=not args.no_redact, batch=args.batch, batch_poll=args.batch_poll,
-                           max_response_bytes=int(args.max_response_mb * 1_000_000))
+                           max_response_bytes=int(args.max_response_mb * 1_000_000),
+                           trace_parallel=args.trace_parallel)
     from ingestion.sources import split_sources
 
     sources = split_sources(args.source)
@@ -243,6 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     from replay.pipeline import RunFailed, run
     from replay.summary import print_summary
     from teachers.cache import CacheError
+    from teachers.probe import AllUnreachable
 
     try:
         with _signals():
@@ -256,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
         from teachers.scrub import scrub
 
         print(f"error: {scrub(str(error))}", file=sys.stderr)
-        return 1 if isinstance(error, CacheError | RunFailed) else 2
+        return 1 if isinstance(error, CacheError | RunFailed | AllUnreachable) else 2
     print_summary(report, str(args.out))
     if args.view:
         from replay.view.cli import main as view_main

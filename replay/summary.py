@@ -35,16 +35,32 @@ def print_summary(report: Report, out: str, console: Console | None = None) -> N
             rows.insert(-6, ("  of them stopped by --max-cost", report.states_budget_stopped))
         if waited := report.teacher_calls.get("waited"):
             rows.append(("answers another run was asking, waited for", waited))
+        for teacher, pace in sorted(report.extra.get("rate_limits", {}).items()):
+            rows.append((f"  pace {teacher}", f"{pace['tokens_per_minute']:,} tokens/min · "
+                                              f"{pace['rate_limited']} answered 429"))
     for teacher, est in sorted(report.extra.get("estimate", {}).items()):
         tokens = f"{est['prompt_tokens']:,}"
         cached = est.get("cached_prompt_tokens", 0) / est["prompt_tokens"] if est["prompt_tokens"] else 0.0
         batch = (f" by batch (${est['cost_usd_if_cached']:.2f} if the batch hits the prompt cache)"
                  if est.get("batch") else "")
+        spread = (f" (${est['cost_usd_low']:.2f}–${est['cost_usd_high']:.2f})" if "cost_usd_high" in est
+                  else "")
         rows.append((f"estimate {teacher}", f"{est['calls']} calls · {tokens} prompt tokens "
-                                            f"({cached:.0%} cached) · ${est['cost_usd']:.2f}{batch}"))
+                                            f"({cached:.0%} cached) · ${est['cost_usd']:.2f}{spread}{batch}"))
+    for teacher, source in sorted(report.extra.get("estimate_sources", {}).items()):
+        rows.append((f"  completions {teacher}", source))
     if report.extra.get("estimate"):
         total = sum(est["cost_usd"] for est in report.extra["estimate"].values())
-        rows.append(("estimate (USD)", f"${total:.2f}, prompt cache modelled per trace"))
+        low, high = (sum(est.get(f"cost_usd_{end}", 0.0) for est in report.extra["estimate"].values())
+                     for end in ("low", "high"))
+        rows.append(("estimate (USD)", f"${total:.2f}, range ${low:.2f}–${high:.2f}, prompt cache "
+                                       f"modelled per trace"))
+    if waves := report.extra.get("trace_parallel"):
+        k1, chosen = waves["k1"], waves["chosen"]
+        rows.append(("trace parallel K = 1", f"${k1['cost_usd']:.2f} · {k1['hours']:.2f} h"))
+        rows.append((f"trace parallel K = {waves['k']}",
+                     f"${chosen['cost_usd']:.2f} · {chosen['hours']:.2f} h ({waves['waves']} waves for "
+                     f"{waves['states']} states; {waves['latency_assumed_s']:.0f} s a call assumed)"))
     if batch := report.extra.get("batch"):
         direct = f" · called directly: {', '.join(batch['direct'])}" if batch["direct"] else ""
         rows.append(("batches", f"{batch['submitted']} submitted · {batch['resumed']} resumed · "

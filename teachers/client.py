@@ -21,8 +21,11 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 from tenacity.wait import wait_random_exponential
 
 from ingestion.schema import Action, ToolCall
+from teachers.breaker import Breaker, Unreachable
+from teachers.cost import tokens_of
 from teachers.http import MAX_RESPONSE_BYTES, install_sdk_client, is_too_large, sync_handler_client
 from teachers.llm import load_litellm
+from teachers.ratelimit import Limiter
 from teachers.registry import TeacherSpec
 from teachers.scrub import install_log_scrubbing, scrub
 
@@ -123,6 +126,8 @@ def error_kind(error: BaseException) -> str:
     """
     if isinstance(error, MalformedAnswer):
         return error.reason
+    if isinstance(error, Unreachable):
+        return "unreachable"
     litellm = load_litellm()
     if is_too_large(error):
         return "response_too_large"
@@ -147,6 +152,8 @@ def describe_error(error: BaseException, spec: TeacherSpec) -> str:
     >>> describe_error(TimeoutError("slow"), TeacherSpec(name="a", model="openai/m"))
     'timeout: slow'
     """
+    if isinstance(error, Unreachable):
+        return str(error)[:300]
     text = (str(error).strip().splitlines() or [type(error).__name__])[0]
     return f"{error_kind(error)}: {scrub(text, spec)[:300]}"
 
@@ -216,13 +223,14 @@ def call_kwargs(spec: TeacherSpec, tools: list[dict[str, Any]],
     return kwargs
 
 
-def retrying(policy: RetryPolicy, on_retry: Any = None) -> AsyncRetrying:
+def retrying(policy: RetryPolicy, on_retry: Any = None, sleep: Any = None) -> AsyncRetrying:
     """The one retry policy, for any call to a provider (completions, batch files and batches);
-    `on_retry(error)` before each wait."""
+    `on_retry(error)` before each wait; `sleep(seconds)` waits (default asyncio.sleep)."""
+    extra = {"sleep": sleep} if sleep is not None else {}
     return AsyncRetrying(stop=stop_after_attempt(max(policy.attempts, 1)), wait=_wait(policy),
                          retry=retry_if_exception(is_retryable), reraise=True,
                          before_sleep=(lambda state: on_retry(state.outcome.exception()))
-                         if on_retry else None)
+                         if on_retry else None, **extra)
 
 
 def _http_client(litellm: Any, spec: TeacherSpec) -> Any:
@@ -237,11 +245,16 @@ def _http_client(litellm: Any, spec: TeacherSpec) -> Any:
 
 async def complete(spec: TeacherSpec, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *,
                    timeout: float, policy: RetryPolicy, on_retry: Any = None, accept: Any = None,
-                   max_response_bytes: int = 10_000_000, options: dict[str, Any] | None = None) -> Any:
+                   max_response_bytes: int = 10_000_000, options: dict[str, Any] | None = None,
+                   limiter: Limiter | None = None, weight: float = 0.0,
+                   breaker: Breaker | None = None) -> Any:
     """The chat.completion body (a plain dict) for one call, or what `accept(body)` returns; raises the
     last error when all attempts fail. `accept` may raise `MalformedAnswer` to have the call asked again.
     An answer over `max_response_bytes` raises (teachers.http.ResponseTooLarge, wrapped) unread.
     `options`: per-call litellm options that do not change the answer (prompt-cache hints).
+    `limiter` paces every attempt (`teachers.ratelimit`, `weight` its estimated tokens) and learns from
+    its status and headers; `breaker` counts connection errors and stops a teacher it trips
+    (`teachers.breaker`: then `Unreachable`, never retried; back-offs end early).
 
     Each attempt runs whole on a worker thread (`teachers.workers`), through litellm's sync
     `completion`: request building (the OpenAI SDK walks every message of a large prompt), the HTTP
@@ -260,14 +273,52 @@ async def complete(spec: TeacherSpec, messages: list[dict[str, Any]], tools: lis
     if client is not None:
         kwargs["client"] = client
 
-    def attempt() -> Any:
+    def attempt() -> tuple[Any, dict[str, str], int]:
         MAX_RESPONSE_BYTES.set(max_response_bytes)  # this worker thread's calls
         response = litellm.completion(model=spec.model, messages=messages, timeout=timeout,
                                       num_retries=0, max_retries=0, **kwargs)
+        raw = getattr(response, "_response_headers", None) or {}
+        headers = {str(k).lower(): str(v) for k, v in raw.items()}
         body = response.model_dump(mode="json", exclude_none=True)
-        return accept(body) if accept is not None else body
+        usage = tokens_of(body)
+        used = usage.prompt + usage.completion
+        try:
+            return (accept(body) if accept is not None else body), headers, used
+        except MalformedAnswer as bad:
+            bad.headers, bad.used = headers, used
+            raise
 
-    return await retrying(policy, on_retry)(blocking, attempt)
+    async def paced() -> Any:
+        if breaker is not None and breaker.is_open(spec.name):
+            raise Unreachable(breaker.reason(spec.name))
+        ticket = await limiter.acquire(weight) if limiter is not None else None
+        try:
+            result, headers, used = await blocking(attempt)
+        except MalformedAnswer as bad:  # an answer all the same: the endpoint is fine
+            if ticket is not None:
+                await limiter.release(ticket, getattr(bad, "headers", None), 200,
+                                      used_tokens=getattr(bad, "used", 0))
+            if breaker is not None:
+                breaker.success(spec.name)
+            raise
+        except Exception as error:
+            if ticket is not None:
+                await limiter.release(ticket, _headers(error), getattr(error, "status_code", None),
+                                      retry_after(error))
+            if breaker is not None:
+                if error_kind(error) == "connection":
+                    breaker.failure(spec.name, describe_error(error, spec).split(": ", 1)[-1])
+                else:
+                    breaker.success(spec.name)
+            raise
+        if ticket is not None:
+            await limiter.release(ticket, headers, 200, used_tokens=used)
+        if breaker is not None:
+            breaker.success(spec.name)
+        return result
+
+    sleep = (lambda seconds: breaker.sleep(spec.name, seconds)) if breaker is not None else None
+    return await retrying(policy, on_retry, sleep)(paced)
 
 
 def _text(content: Any) -> str:

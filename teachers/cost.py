@@ -37,6 +37,8 @@ class Estimate(BaseModel):
     cost_usd: float = 0.0        # the calls not cached
     batch: bool = False          # priced at batch rates, no prompt-cache hit assumed
     cost_usd_if_cached: float | None = None  # batch: if the batch hit the prompt cache as live calls do
+    cost_usd_low: float = 0.0    # the range: fewest completion tokens per call expected, prompt side low
+    cost_usd_high: float = 0.0   # most completion tokens per call expected (p90 or the prior's), prompt high
 
 
 @dataclass(frozen=True)

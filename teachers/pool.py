@@ -23,10 +23,13 @@ import orjson
 
 from ingestion.schema import Proposal, TraceState
 from teachers.answer import answer_entry, to_proposal
+from teachers.breaker import Breaker, Unreachable
 from teachers.cache import CacheEntry, CacheError, ResponseCache, cache_key
 from teachers.client import MalformedAnswer, RetryPolicy, complete, describe_error
 from teachers.cost import Estimate, Tokens, cost_of, response_cost, tokens_of, unpriced_reason
-from teachers.prompt_cache import PrefixModel
+from teachers.learned import Completion, learned, priors
+from teachers.prompt_cache import PrefixModel, cache_rules
+from teachers.ratelimit import Limiter, request_tokens
 from teachers.redact_state import redact_action
 from teachers.registry import TeacherSpec, split_by_family
 from teachers.request import build_request, call_options
@@ -54,7 +57,7 @@ class TeacherPool:
                  max_cost: float | None = None, allow_same_family: bool = False,
                  retry: RetryPolicy | None = None, prompt_version: str = PROMPT_VERSION,
                  expected_completion_tokens: int = 400, max_response_bytes: int = 10_000_000,
-                 redact_key: bytes | None = None) -> None:
+                 redact_key: bytes | None = None, adaptive: bool = True, breaker_threshold: int = 5) -> None:
         self.teachers = list(teachers)
         self.cache = cache if cache is not None else ResponseCache()
         self.concurrency, self.per_teacher = max(concurrency, 1), max(per_teacher, 1)
@@ -69,9 +72,17 @@ class TeacherPool:
         self.expected_completion_tokens = expected_completion_tokens
         self.stats = PoolStats()
         self.spend = Spend(max_cost)
+        # Pacing per teacher (teachers.ratelimit; off: fixed concurrency at the ceilings) and the
+        # circuit breaker that stops a teacher whose endpoint refuses connections (teachers.breaker).
+        self.adaptive = adaptive
+        self.limiters: dict[str, Limiter] = {}
+        self.breaker = Breaker(breaker_threshold)
         self.batched: dict[str, bool] = {}  # keys a provider batch answered in this run: paid now, not cached
         self._live = PrefixModel()       # the prompt cache as the calls of this run meet it (reservations)
         self._planned = PrefixModel()    # the same for a dry run's estimate
+        self._waved = PrefixModel()      # and for the dry run's --trace-parallel figures
+        self._waved._tokens = self._planned._tokens  # token counts shared: counted once per message
+        self._completions: dict[str, Completion] = {}  # the estimate's completion tokens, per teacher
         self._requests: OrderedDict[str, tuple[TraceState, list[dict[str, Any]], list[dict[str, Any]]]] = \
             OrderedDict()
         self._memo_lock = threading.Lock()  # requests are built on worker threads
@@ -163,6 +174,10 @@ class TeacherPool:
                     counts: TeacherStats) -> Proposal | None:
         """This run's call, under the semaphores, a lease and a budget reservation; None when another
         run holds the lease or has just stored the answer (the caller looks again)."""
+        if self.breaker.is_open(teacher.name):  # stopped: fail at once, no place in line
+            counts.failed += 1
+            counts.unreachable += 1
+            return Proposal(**base, error=self.breaker.reason(teacher.name))
         expected, worst = self._reservation(teacher, state, messages, tools)
         total, mine = self._semaphores(teacher.name)
         async with mine, total:
@@ -175,12 +190,15 @@ class TeacherPool:
                 return Proposal(**base, error=BUDGET_EXHAUSTED)
             paid = [0.0]  # every answer this call was sent, malformed ones asked again included
             options = call_options(teacher.model, teacher.api_base, state.trace_id)
+            limiter = self._limiter(teacher.name)
+            weight = await blocking(request_tokens, messages, tools, teacher.params) if limiter else 0.0
             try:
                 entry, tokens = await complete(
                     teacher, messages, tools, timeout=self.timeout, policy=self.retry,
                     on_retry=lambda error: self._retried(error, counts, paid),
                     accept=lambda body: self._accept(teacher, key, base["sample"], body),
-                    max_response_bytes=self.max_response_bytes, options=options)
+                    max_response_bytes=self.max_response_bytes, options=options,
+                    limiter=limiter, weight=weight, breaker=self.breaker)
                 paid[0] += entry.cost_usd
             except CacheError:
                 raise
@@ -194,9 +212,13 @@ class TeacherPool:
                     return Proposal(**base, error=error.reason, prompt_tokens=bad.prompt_tokens,
                                     completion_tokens=bad.completion_tokens, cost_usd=bad.cost_usd)
                 counts.failed += 1
+                counts.unreachable += isinstance(error, Unreachable)
                 return Proposal(**base, error=describe_error(error, teacher))
             finally:
                 await self.spend.settle(held, paid[0])
+                if limiter is not None:
+                    counts.rate_limited = limiter.rate_limited
+                    counts.tokens_per_minute = limiter.report()["tokens_per_minute"]
         self._count_made(counts, entry, tokens)
         return await blocking(self._redacted, to_proposal(base, entry, cached=False))
 
@@ -255,25 +277,79 @@ class TeacherPool:
         out = []
         for teacher in self.split(state)[0]:
             hits = sum(self.cache.get(self.key(teacher, state, s)) is not None for s in range(self.samples))
-            tokens = self._planned.predict(teacher, state.trace_id, messages, tools,
-                                           self.expected_completion_tokens)
+            completion = self.completion(teacher)
+            tokens = self._planned.predict(teacher, state.trace_id, messages, tools, completion.mean)
             paid = max(self.samples - hits, 0)
             batched = teacher.name in batch
             if_cached = cost_of(teacher, tokens, batch=True) * paid if batched else None
             if batched:
                 tokens = Tokens(tokens.prompt, tokens.completion)
+            prompt_usd = cost_of(teacher, Tokens(tokens.prompt, 0, tokens.cached, tokens.cache_write),
+                                 batch=batched)
+            low, high = (prompt_usd * factor + cost_of(teacher, Tokens(0, n), batch=batched)
+                         for factor, n in ((priors()["prompt_low"], completion.low),
+                                           (priors()["prompt_high"], completion.high)))
             out.append(Estimate(teacher=teacher.name, model=teacher.model, calls=self.samples, cached=hits,
                                 prompt_tokens=tokens.prompt, completion_tokens=tokens.completion,
                                 cached_prompt_tokens=tokens.cached, batch=batched,
                                 cost_usd=cost_of(teacher, tokens, batch=batched) * paid,
-                                cost_usd_if_cached=if_cached))
+                                cost_usd_if_cached=if_cached, cost_usd_low=low * paid,
+                                cost_usd_high=high * paid))
         return out
+
+    def estimate_wave(self, state: TraceState, new_wave: bool) -> float:
+        """Dry run, `--trace-parallel`: USD of this state's calls not yet cached when it is sent in a wave
+        (`new_wave`: it starts one, after the wave before was answered). Call in turn order."""
+        messages, tools = self.request(state)
+        usd = 0.0
+        for teacher in self.split(state)[0]:
+            if new_wave:
+                self._waved.start_wave(teacher, state.trace_id)
+            hits = sum(self.cache.get(self.key(teacher, state, s)) is not None for s in range(self.samples))
+            tokens = self._waved.predict(teacher, state.trace_id, messages, tools,
+                                         self.completion(teacher).mean, remember=False)
+            usd += cost_of(teacher, tokens) * max(self.samples - hits, 0)
+        return usd
+
+    def completion(self, teacher: TeacherSpec) -> Completion:
+        """Completion tokens per call this teacher is expected to answer with (teachers.learned): from
+        its answers in the cache, else the prior; read once per run."""
+        if teacher.name not in self._completions:
+            self._completions[teacher.name] = learned(teacher, self.cache.path)
+        return self._completions[teacher.name]
+
+    def cached_price_ratio(self) -> float:
+        """The lowest cached-to-full prompt price among the teachers (what asking a trace's states
+        together, in waves, risks most on): 1.0 for a provider without a prompt cache, 0.1 (the usual
+        discount) for an unpriced one."""
+        ratios = []
+        for teacher in self.teachers:
+            full = cost_of(teacher, Tokens(1_000_000, 0))
+            if full <= 0:  # unpriced: a custom server, most of which (vLLM, SGLang) cache prefixes
+                ratios.append(0.1)
+            elif cache_rules(teacher) is None:
+                ratios.append(1.0)
+            else:
+                ratios.append(cost_of(teacher, Tokens(1_000_000, 0, cached=1_000_000)) / full)
+        return min(ratios, default=0.1)
 
     def unpriced(self) -> dict[str, str]:
         """Teacher name → why its calls cost 0.0 (no price for a custom endpoint, or none in the map)."""
         return {t.name: reason for t in self.teachers if (reason := unpriced_reason(t))}
 
     # --- helpers -----------------------------------------------------------------------------------
+
+    def _limiter(self, teacher: str) -> Limiter | None:
+        if not self.adaptive:
+            return None
+        if teacher not in self.limiters:
+            self.limiters[teacher] = Limiter(min(self.per_teacher, self.concurrency))
+        return self.limiters[teacher]
+
+    def pacing(self) -> dict[str, dict[str, Any]]:
+        """Per teacher: achieved tokens per minute, 429s, the window it ended at, the limits providers
+        stated (report.json `rate_limits`)."""
+        return {name: limiter.report() for name, limiter in sorted(self.limiters.items())}
 
     def _semaphores(self, teacher: str) -> tuple[asyncio.Semaphore, asyncio.Semaphore]:
         loop = asyncio.get_running_loop()

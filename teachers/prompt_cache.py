@@ -94,6 +94,7 @@ class PrefixModel:
 
     def __init__(self) -> None:
         self._last: dict[tuple[str, str], tuple[list[bytes], list[int]]] = {}
+        self._latest: dict[tuple[str, str], tuple[list[bytes], list[int]]] = {}  # waves: see start_wave
         self._tokens: dict[tuple[str, bytes], int] = {}
 
     def _block_tokens(self, model: str, key: bytes, block: Any, tools: bool) -> int:
@@ -121,12 +122,15 @@ class PrefixModel:
         return keys, sizes
 
     def predict(self, teacher: TeacherSpec, trace_id: str, messages: list[dict[str, Any]],
-                tools: list[dict[str, Any]], completion_tokens: int = 0) -> Tokens:
-        """The usage this request should come back with, and remember it as the trace's latest."""
+                tools: list[dict[str, Any]], completion_tokens: int = 0, remember: bool = True) -> Tokens:
+        """The usage this request should come back with, and remember it as the trace's latest
+        (`remember=False`: a state of a wave, compared with the wave's base, `start_wave`)."""
         keys, sizes = self.blocks(teacher, messages, tools)
         prompt = sum(sizes)
         previous = self._last.get((teacher.name, trace_id))
-        self._last[(teacher.name, trace_id)] = (keys, sizes)
+        self._latest[(teacher.name, trace_id)] = (keys, sizes)
+        if remember:
+            self._last[(teacher.name, trace_id)] = (keys, sizes)
         rules = cache_rules(teacher)
         if rules is None:
             return Tokens(prompt, completion_tokens)
@@ -139,6 +143,11 @@ class PrefixModel:
         if not rules.explicit:
             return Tokens(prompt, completion_tokens, cached=rules.cached(shared))
         return Tokens(prompt, completion_tokens, *self._breakpoints(rules, sizes, shared_blocks, previous))
+
+    def start_wave(self, teacher: TeacherSpec, trace_id: str) -> None:
+        """States asked together next (`--trace-parallel`) find the latest request in the cache."""
+        if (latest := self._latest.get((teacher.name, trace_id))) is not None:
+            self._last[(teacher.name, trace_id)] = latest
 
     @staticmethod
     def _breakpoints(rules: CacheRules, sizes: list[int], shared_blocks: int,

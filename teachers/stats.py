@@ -25,6 +25,9 @@ class TeacherStats:
     cache_write_tokens: int = 0    # of prompt_tokens, written to it (Anthropic-style, billed above input)
     cost_usd: float = 0.0
     batched: int = 0               # of `made`, answered through a provider batch (half price)
+    unreachable: int = 0           # of `failed`: not made or given up because the endpoint is unreachable
+    rate_limited: int = 0          # attempts answered 429 (each retried within the policy)
+    tokens_per_minute: int = 0     # achieved: answers' prompt + completion tokens per minute of calling
 
 
 @dataclass

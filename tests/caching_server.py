@@ -97,25 +97,44 @@ class PromptCache:
         entry = self.entries.get((model, digest))
         return entry is not None and now - entry[1] <= self.ttl
 
-    def serve(self, model: str, body: dict[str, Any], completion_tokens: int) -> dict[str, Any]:
-        """The usage of a request that completes now; its prefixes become cache entries."""
+    def serve(self, model: str, body: dict[str, Any], completion_tokens: int,
+              store: bool = True) -> dict[str, Any]:
+        """The usage of a request processed now; its prefixes become cache entries (`store=False`: not
+        yet, `store` them when the request is done, so requests sent together do not hit each other)."""
         blocks = self.blocks(body)
         prompt = blocks[-1][1] if blocks else 0
         with self._lock:
             now = self.clock()
             if self.flavor == "anthropic":
-                usage = self._anthropic(model, blocks, prompt, now, completion_tokens)
+                usage = self._anthropic(model, blocks, prompt, now, completion_tokens, store)
             else:
                 hit = max((i for i, b in enumerate(blocks) if self._live(model, b[0], now)), default=None)
                 shared = blocks[hit][1] if hit is not None else 0
                 if hit is not None:
                     self.entries[(model, blocks[hit][0])][1] = now
                 usage = self._automatic(shared, prompt, completion_tokens)
-                stored = blocks if self.flavor == "openai" else blocks[-1:]  # deepseek: whole prompts only
-                for digest, tokens, _ in stored:
-                    self.entries[(model, digest)] = [tokens, now]
+                if store:
+                    self._store(model, blocks, now)
             self.ledger.append({"model": model, "usage": usage})
         return usage
+
+    def store(self, model: str, body: dict[str, Any]) -> None:
+        """A request's prefixes become cache entries (after `serve(..., store=False)`)."""
+        blocks = self.blocks(body)
+        with self._lock:
+            self._store(model, blocks, self.clock())
+
+    def _store(self, model: str, blocks: list[Block], now: float) -> None:
+        if self.flavor == "anthropic":
+            marks = [i for i, b in enumerate(blocks) if b[2]]
+            if marks and blocks[marks[-1]][1] >= self.min_tokens:
+                for mark in marks:
+                    if blocks[mark][1] >= self.min_tokens:
+                        self.entries[(model, blocks[mark][0])] = [blocks[mark][1], now]
+            return
+        stored = blocks if self.flavor == "openai" else blocks[-1:]  # deepseek: whole prompts only
+        for digest, tokens, _ in stored:
+            self.entries[(model, digest)] = [tokens, now]
 
     def _automatic(self, shared: int, prompt: int, completion: int) -> dict[str, Any]:
         if self.flavor == "deepseek":
@@ -128,7 +147,7 @@ class PromptCache:
                 "completion_tokens_details": {"reasoning_tokens": 0}}
 
     def _anthropic(self, model: str, blocks: list[Block], prompt: int, now: float,
-                   completion: int) -> dict[str, Any]:
+                   completion: int, store: bool = True) -> dict[str, Any]:
         marks = [i for i, b in enumerate(blocks) if b[2]]
         read = written = 0
         if marks and blocks[marks[-1]][1] >= self.min_tokens:
@@ -139,9 +158,8 @@ class PromptCache:
                         read = max(read, blocks[i][1])
                         break
             written = blocks[marks[-1]][1] - read
-            for mark in marks:
-                if blocks[mark][1] >= self.min_tokens:
-                    self.entries[(model, blocks[mark][0])] = [blocks[mark][1], now]
+            if store:
+                self._store(model, blocks, now)
         return {"input_tokens": prompt - read - written, "output_tokens": completion,
                 "cache_read_input_tokens": read, "cache_creation_input_tokens": written}
 
@@ -185,13 +203,19 @@ def anthropic_message(reply: dict[str, Any], usage: dict[str, Any]) -> dict[str,
 def caching_responder(cache: PromptCache, answer: Callable[[dict[str, Any]], Reply] | None = None,
                       completion_tokens: Callable[[dict[str, Any]], int] | None = None
                       ) -> Callable[[dict[str, Any]], Reply]:
-    """A responder for `LLMServer`: `answer` scripts the reply; usage comes from `cache`."""
+    """A responder for `LLMServer`: `answer` scripts the reply; usage comes from `cache`. A reply with a
+    delay reads the cache as it arrives and writes it when it is answered: two requests in flight at once
+    do not find each other's prefixes, as at a provider (the prefix is cached once it is processed)."""
     answer = answer or (lambda body: Reply(chat_completion("ok", model=body.get("model", "m"))))
     completion_tokens = completion_tokens or (lambda body: 5)
 
     def respond(body: dict[str, Any]) -> Reply:
         reply = answer(body)
-        usage = cache.serve(body.get("model", ""), body, completion_tokens(body))
+        usage = cache.serve(body.get("model", ""), body, completion_tokens(body), store=not reply.delay)
+        if reply.delay:
+            time.sleep(reply.delay)
+            cache.store(body.get("model", ""), body)
+            reply = Reply(reply.body, reply.status, reply.headers)
         if cache.flavor == "anthropic":
             return Reply(anthropic_message(reply.body or {}, usage), reply.status, reply.headers, reply.delay)
         return Reply({**(reply.body or {}), "usage": usage}, reply.status, reply.headers, reply.delay)
