@@ -252,6 +252,24 @@ def _signals() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+def interruption(error: BaseException) -> BaseException | None:
+    """The SIGINT / SIGTERM in `error`: itself, or one inside an exception group (a signal that lands
+    while a task of the run's TaskGroup runs is raised in that task, and the group wraps it).
+
+    >>> interruption(BaseExceptionGroup("run", [ValueError(), Interrupted()])).__class__.__name__
+    'Interrupted'
+    >>> interruption(ExceptionGroup("run", [ValueError()])) is None
+    True
+    """
+    if isinstance(error, KeyboardInterrupt | Interrupted):
+        return error
+    if isinstance(error, BaseExceptionGroup):
+        for inner in error.exceptions:
+            if (found := interruption(inner)) is not None:
+                return found
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
@@ -263,7 +281,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with _signals():
             report = run(config_from_args(args, argv))
-    except (KeyboardInterrupt, Interrupted) as stop:
+    except (KeyboardInterrupt, Interrupted, BaseExceptionGroup) as caught:
+        stop = interruption(caught)
+        if stop is None:
+            raise
         name, code = ("SIGINT", 130) if isinstance(stop, KeyboardInterrupt) else ("SIGTERM", 143)
         print(f"interrupted ({name}): every answer received is in the cache and {args.out} is as it was; "
               f"run the same command again to go on", file=sys.stderr)
