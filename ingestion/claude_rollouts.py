@@ -25,8 +25,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ingestion.claude_code.ids import Seen
 from ingestion.claude_code.reader import session_states
+from ingestion.ids import Seen
 from ingestion.options import IngestOptions
 from ingestion.rollout_format import FinalRecord, ProxyRecord, RolloutHeader, read_proxy_records
 from ingestion.rollouts import inspects_history, parse_arguments, read_rollout

@@ -21,6 +21,7 @@ from typing import Any
 from ingestion.agent_tools import agent_name, agent_tools
 from ingestion.budget import Budget
 from ingestion.codex.items import parse_arguments
+from ingestion.ids import Seen
 from ingestion.jsonl import iter_records
 from ingestion.linear import Conversation, Turn, conversation_states
 from ingestion.options import IngestOptions
@@ -32,15 +33,15 @@ SOURCE = "copilot"
 
 
 def copilot_states(path: Path, options: IngestOptions, stats: IngestStats,
-                   seen_messages: set[str]) -> Iterator[TraceState]:
-    """Every state of one Copilot CLI events file; `seen_messages` carries message ids across files."""
+                   seen: Seen) -> Iterator[TraceState]:
+    """Every state of one Copilot CLI events file; `seen` carries turn keys and state ids across files."""
     try:
         conversation = _read(path, stats)
     except OSError as error:
         stats.problem(str(path), None, "unreadable_file", action="file", detail=error.strerror or str(error))
         return
     tools = agent_tools(SOURCE, (c for t in conversation.turns() for c in t.action.tool_calls))
-    yield from conversation_states(conversation, tools, options, stats, seen_messages, Budget(options))
+    yield from conversation_states(conversation, tools, options, stats, seen, Budget(options))
 
 
 def _text(value: Any) -> str:

@@ -30,6 +30,7 @@ import orjson
 from configs import config_path
 from ingestion.agent_tools import agent_name, agent_tools
 from ingestion.budget import Budget
+from ingestion.ids import Seen
 from ingestion.jsonl import iter_records
 from ingestion.linear import Conversation, Reset, Turn, conversation_states
 from ingestion.options import IngestOptions
@@ -57,8 +58,8 @@ def exit_code(text: str) -> int | None:
 
 
 def gemini_states(path: Path, options: IngestOptions, stats: IngestStats,
-                  seen_messages: set[str]) -> Iterator[TraceState]:
-    """Every state of one Gemini CLI session file; `seen_messages` carries message ids across files."""
+                  seen: Seen) -> Iterator[TraceState]:
+    """Every state of one Gemini CLI session file; `seen` carries turn keys and state ids across files."""
     try:
         log = _load(path, stats)
     except OSError as error:
@@ -69,7 +70,7 @@ def gemini_states(path: Path, options: IngestOptions, stats: IngestStats,
         return
     conversation = log.conversation(path, stats)
     tools = agent_tools(SOURCE, (c for t in conversation.turns() for c in t.action.tool_calls))
-    yield from conversation_states(conversation, tools, options, stats, seen_messages, Budget(options))
+    yield from conversation_states(conversation, tools, options, stats, seen, Budget(options))
 
 
 class _Log:

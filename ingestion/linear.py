@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ingestion.budget import Budget, count_fit, cut_message, message_chars
+from ingestion.ids import Seen, distinct_trace_id
 from ingestion.messages import join_users, strip_blank_lines
 from ingestion.options import IngestOptions
 from ingestion.outcome import call_outcome, is_failed, turn_outcome
@@ -134,9 +135,11 @@ def _outcomes(conversation: Conversation) -> list[dict[str, Any]]:
 
 
 def conversation_states(conversation: Conversation, tools: list[dict[str, Any]], options: IngestOptions,
-                        stats: IngestStats, seen_messages: set[str], budget: Budget) -> Iterator[TraceState]:
+                        stats: IngestStats, seen: Seen, budget: Budget) -> Iterator[TraceState]:
     """One state per turn of `conversation`, numbered before dedup (a state keeps its id whichever
-    files a run reads); a turn whose key was seen in an earlier file gives none."""
+    files a run reads); a turn whose key was seen in an earlier file gives none. A trace whose new
+    states' ids an earlier file already gave (other content, one session id) takes a distinct, stable
+    id (`ingestion.ids`), as Claude Code sessions do."""
     if conversation.sidechain and not options.include_subagents:
         stats.skipped_traces["subagent"] += 1
         return
@@ -145,6 +148,13 @@ def conversation_states(conversation: Conversation, tools: list[dict[str, Any]],
         stats.skipped_traces["no_turns"] += 1
         return
     stats.traces += 1
+    new = [(n, turn.key) for n, turn in enumerate(turns) if turn.key not in seen.messages]
+    if new:
+        trace_id = distinct_trace_id(conversation.source, conversation.trace_id, new, seen.states)
+        if trace_id != conversation.trace_id:
+            stats.trace_id_collisions += 1
+            conversation.trace_id = trace_id
+        seen.states.update(make_state_id(conversation.source, trace_id, n) for n, _ in new)
     outcomes = _outcomes(conversation)
     ids = [make_state_id(conversation.source, conversation.trace_id, n) for n in range(len(turns))]
     system = system_message(conversation.environment, tools)
@@ -160,10 +170,10 @@ def conversation_states(conversation: Conversation, tools: list[dict[str, Any]],
             continue
         history.settle()
         turn, outcome, number = number, outcomes[number], number + 1
-        if item.key in seen_messages:
+        if item.key in seen.messages:
             stats.skipped_turns["duplicate_message_id"] += 1
         else:
-            seen_messages.add(item.key)
+            seen.messages.add(item.key)
             stats.states += 1
             yield _state(conversation, item, turn, ids, outcome, [system, *history.messages], tools,
                          budget, stats, history.chars + len(system["content"]))

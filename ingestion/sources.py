@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from ingestion.claude_code.agents import AGENT_PREFIX
-from ingestion.claude_code.ids import Seen
 from ingestion.claude_code.reader import session_states
+from ingestion.ids import Seen
 from ingestion.options import IngestOptions
 from ingestion.outcome import link_recoveries
 from ingestion.schema import SourceError, TraceState
@@ -236,17 +236,17 @@ def _agent_states(path: Path, options: IngestOptions, stats: IngestStats,
     if found == "codex":
         from ingestion.codex import codex_states
 
-        return codex_states(path, options, stats, seen.messages)
+        return codex_states(path, options, stats, seen)
     if found == "gemini":
         from ingestion.gemini import gemini_states
 
-        return gemini_states(path, options, stats, seen.messages)
+        return gemini_states(path, options, stats, seen)
     if found == "copilot":
         from ingestion.copilot import copilot_states
 
-        return copilot_states(path, options, stats, seen.messages)
+        return copilot_states(path, options, stats, seen)
     if found in TRAJECTORY_FORMATS:
         from ingestion.trajectories import trajectory_states
 
-        return trajectory_states(path, found, options, stats, seen.messages)
+        return trajectory_states(path, found, options, stats, seen)
     return session_states(path, options, stats, seen)

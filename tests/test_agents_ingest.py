@@ -379,3 +379,25 @@ def test_every_cut_and_corruption_of_the_fixtures_reads_without_error(tmp_path: 
             states, _ = read(path)
             if m < len(variants) - 12:
                 assert len(states) <= whole, (source, m)
+
+
+def test_a_copied_and_diverging_session_keeps_state_ids_unique(tmp_path: Path) -> None:
+    """#24 item 3 for every format: a Codex session copied with other turns (same session id) takes a
+    distinct, stable trace id instead of repeating the first file's state ids."""
+    original = sorted((DATA / "codex" / "made").rglob("*.jsonl"))[0]
+    text = original.read_text()
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "a" / original.name).write_text(text)
+    # the copy's calls were made again (new call ids): other turns under the same session id
+    (tmp_path / "b" / original.name).write_text(text.replace('"call_', '"call_again_'))
+
+    def ids() -> tuple[list[str], int]:
+        stats = IngestStats()
+        return [s.state_id for s in iter_states(tmp_path, IngestOptions(), stats)], stats.trace_id_collisions
+
+    first, collisions = ids()
+    assert len(first) == len(set(first)) and collisions == 1
+    alone = [s.state_id for s in iter_states(tmp_path / "a", IngestOptions(), IngestStats())]
+    assert set(alone) < set(first)         # the first file keeps its ids; the copy's new turns are added
+    assert ids() == (first, 1)                                  # the same ids on every run

@@ -27,10 +27,10 @@ from ingestion.claude_code.agents import (
 )
 from ingestion.claude_code.convert import is_turn
 from ingestion.claude_code.history import HistoryBuilder, MessageCache
-from ingestion.claude_code.ids import Seen, distinct_trace_id
 from ingestion.claude_code.outcome import SessionOutcomes
 from ingestion.claude_code.session import Group, Node, Session, load_session
 from ingestion.claude_code.tools import recorded_tools, trace_tools
+from ingestion.ids import Seen, distinct_trace_id
 from ingestion.options import IngestOptions
 from ingestion.prompt import system_message, trace_environment
 from ingestion.schema import TraceState, make_state_id

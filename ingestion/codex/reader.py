@@ -35,6 +35,7 @@ from ingestion.codex.items import (
     result_outcome,
     tool_call,
 )
+from ingestion.ids import Seen
 from ingestion.jsonl import iter_records
 from ingestion.linear import Conversation, Reset, Turn, conversation_states
 from ingestion.options import IngestOptions
@@ -50,8 +51,8 @@ def _rules() -> dict[str, Any]:
 
 
 def codex_states(path: Path, options: IngestOptions, stats: IngestStats,
-                 seen_messages: set[str]) -> Iterator[TraceState]:
-    """Every state of one Codex rollout file; `seen_messages` carries turn keys across files."""
+                 seen: Seen) -> Iterator[TraceState]:
+    """Every state of one Codex rollout file; `seen` carries turn keys and state ids across files."""
     try:
         conversation = _Reader(path, stats).read()
     except OSError as error:
@@ -61,7 +62,7 @@ def codex_states(path: Path, options: IngestOptions, stats: IngestStats,
         stats.problem(str(path), None, "no_conversation", action="file")
         return
     tools = agent_tools(SOURCE, (c for t in conversation.turns() for c in t.action.tool_calls))
-    yield from conversation_states(conversation, tools, options, stats, seen_messages, Budget(options))
+    yield from conversation_states(conversation, tools, options, stats, seen, Budget(options))
 
 
 def _envelope(record: dict[str, Any], first: bool) -> tuple[str, Any]:

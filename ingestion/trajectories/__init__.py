@@ -13,6 +13,7 @@ from typing import Any
 
 from ingestion.agent_tools import agent_name, agent_tools
 from ingestion.budget import Budget
+from ingestion.ids import Seen
 from ingestion.linear import Conversation, conversation_states
 from ingestion.options import IngestOptions
 from ingestion.schema import TraceState
@@ -36,7 +37,7 @@ def _trace_id(fmt: str, record: dict[str, Any], path: Path, number: int) -> str:
 
 
 def trajectory_states(path: Path, fmt: str, options: IngestOptions, stats: IngestStats,
-                      seen_messages: set[str]) -> Iterator[TraceState]:
+                      seen: Seen) -> Iterator[TraceState]:
     """Every state of one trajectory file (or saved dataset) of format `fmt`."""
     read = READERS[fmt]
     budget = Budget(options)
@@ -53,4 +54,4 @@ def trajectory_states(path: Path, fmt: str, options: IngestOptions, stats: Inges
             continue
         calls = [c for t in conversation.turns() for c in t.action.tool_calls]
         tools = defined or agent_tools(fmt, calls)
-        yield from conversation_states(conversation, tools, options, stats, seen_messages, budget)
+        yield from conversation_states(conversation, tools, options, stats, seen, budget)

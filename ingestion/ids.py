@@ -1,4 +1,5 @@
-"""Trace ids that stay unique across the files of a run.
+"""Trace ids that stay unique across the files of a run, for every reader (Claude Code sessions and the
+linear readers of other agents' logs).
 
 A trace id is its `sessionId` (rule 4 of the reader), and turns are numbered per file. Two files can
 carry one sessionId with different turns — a session copied from two machines, a restored backup, a
