@@ -167,6 +167,9 @@ def main() -> None:
               f"the list page loads {sum(p.stat().st_size for p in listing) / 1e6:.2f} MB in "
               f"{len(listing)} files; the view holds {len(files):,} files, "
               f"{sum(p.stat().st_size for p in files) / 1e6:.0f} MB")
+        shown = sum(p.stat().st_size for p in run.rglob("*") if p.is_file() and "view" not in p.parts)
+        print(f"the view is {sum(p.stat().st_size for p in files) / shown:.2f}x the run folder it shows "
+              f"({shown / 1e6:.0f} MB)")
         browser = shutil.which("chromium")
         if args.browser and browser:
             profile = Path(tmp) / "profile"
