@@ -283,3 +283,8 @@ def test_the_overview_shows_an_ablation_when_the_run_has_one(run: Path, tmp_path
     table = re.search(r'id="ablation".*?</table>', overview, re.S)
     assert table and ">a+b<" in table.group(0)
     assert '<img class="plot" src="ablation.png"' in overview and (copy / "view/ablation.png").is_file()
+    # which teachers are worth paying for (#27): the quality axis, each teacher's share, the frontier
+    assert "hindsight intent rate" in table.group(0) and "usd per pair" in table.group(0)
+    shares = re.search(r'id="teacher-shares".*?</table>', overview, re.S)
+    assert shares and "shapley pairs" in shares.group(0) and ">sonnet<" in shares.group(0)
+    assert '<img class="plot" src="frontier.png"' in overview and (copy / "view/frontier.png").is_file()

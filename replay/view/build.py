@@ -23,7 +23,7 @@ from replay.view.content import RECENT
 from replay.view.context import TraceData
 from replay.view.index import Index
 from replay.view.load import RunOutputs, iter_states, iter_verdicts, load_run
-from replay.view.pages import RunInfo, overview_page, state_record
+from replay.view.pages import FRONTIER, RunInfo, overview_page, state_record
 from replay.view.render import copy_assets, state_shell, write_index, write_page
 from replay.view.verdicts import Decision, Setup, decide_state, stored_decision
 
@@ -103,7 +103,8 @@ def _build(run: RunOutputs, work: Path) -> list[tuple[str, int, int]]:
     sizes.append(("states.html", write_page(work / "states.html", "states.html.j2", title="states", root="",
                                             run=info, chunks=chunks), info.states))
     plot = PLOT if run.ablation_plot is not None else None
-    copy_assets(work, [(run.ablation_plot, PLOT)] if run.ablation_plot is not None else [])
+    plots = ((run.ablation_plot, PLOT), (run.frontier_plot, FRONTIER))
+    copy_assets(work, [(path, name) for path, name in plots if path is not None])
     overview = overview_page(run, index, _matrix(forms, setup), plot)
     sizes.append(("index.html", write_page(work / "index.html", "overview.html.j2", title="overview",
                                            root="", run=info, **overview), info.states))

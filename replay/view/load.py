@@ -23,6 +23,7 @@ from replay.options import RunConfig
 PAIRS_FILE = "pairs.jsonl"
 ABLATION_DIR = "ablation"
 ABLATION_PLOT, ABLATION_TABLE = "ablation.png", "ablation.csv"
+TEACHERS_TABLE, FRONTIER_PLOT, ABLATION_JSON = "teachers.csv", "frontier.png", "ablation.json"
 # What the viewer keeps of a pairs.jsonl row (a judge's choice is only known from it): never the prompt.
 PAIR_KEYS = ("state_id", "chosen", "winner_teachers", "teachers", "agreement", "votes", "method")
 
@@ -43,6 +44,9 @@ class RunOutputs:
     unselected: set[str] = field(default_factory=set)      # ids --select left out (selection.json)
     ablation_rows: list[dict[str, str]] = field(default_factory=list)
     ablation_plot: Path | None = None
+    teacher_rows: list[dict[str, str]] = field(default_factory=list)   # ablation/teachers.csv
+    frontier_plot: Path | None = None
+    recommended: str | None = None                                     # replay.ablate --recommend
 
     @property
     def teachers(self) -> str | None:
@@ -80,6 +84,15 @@ def load_run(folder: Path) -> RunOutputs:
             outputs.ablation_rows = list(csv.DictReader(handle))
     if (ablation / ABLATION_PLOT).is_file():
         outputs.ablation_plot = ablation / ABLATION_PLOT
+    if (ablation / TEACHERS_TABLE).is_file():
+        with open(ablation / TEACHERS_TABLE, newline="", encoding="utf-8") as handle:
+            outputs.teacher_rows = list(csv.DictReader(handle))
+    if (ablation / FRONTIER_PLOT).is_file():
+        outputs.frontier_plot = ablation / FRONTIER_PLOT
+    judged = _json(ablation / ABLATION_JSON)
+    quality = judged.get("quality") if isinstance(judged, dict) else None
+    if isinstance(quality, dict) and quality.get("recommended"):
+        outputs.recommended = f"{quality['recommended']} ({quality.get('recommend_why') or ''})".strip(" ()")
     return outputs
 
 

@@ -134,10 +134,24 @@ def overview_page(run: RunOutputs, index: Index, matrix: Any, plot: str | None) 
                                                       if isinstance(v, int | float | str)),
             "verdicts": verdicts, "tiers": sorted(index.tiers.items()), "teachers": teachers, "cost": cost,
             "matrix": matrix, "ablation_rows": run.ablation_rows, "ablation_columns": columns,
-            "ablation_plot": plot}
+            "ablation_plot": plot, "teacher_rows": run.teacher_rows, "teacher_columns": _teacher_columns(
+                run.teacher_rows), "frontier_plot": FRONTIER if run.frontier_plot else None,
+            "recommended": run.recommended}
+
+
+FRONTIER = "frontier.png"
+
+
+def _teacher_columns(rows: Sequence[dict[str, str]]) -> list[str]:
+    """teachers.csv's figures the overview shows: reliability, Shapley shares, leave-one-out deltas."""
+    present = list(rows[0]) if rows else []
+    return [key for key in present if key in ("teacher", "reliability")
+            or key.startswith(("shapley_", "loo_"))]
 
 
 def _columns(rows: Sequence[dict[str, str]]) -> list[str]:
-    wanted = ("pool", "voted", "consensus_rate", "abstain_rate", "agree_rate", "pairs", "cost_usd", "jaccard")
+    wanted = ("pool", "voted", "consensus_rate", "abstain_rate", "agree_rate", "pairs", "cost_usd",
+              "jaccard", "hindsight_intent_rate", "hindsight_exact_rate", "failed_reached_rate",
+              "usd_per_pair", "pareto")
     present = list(rows[0]) if rows else []
     return [key for key in wanted if key in present] or present
