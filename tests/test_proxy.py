@@ -244,7 +244,10 @@ def test_reasoning_reaches_the_cli_as_thinking_and_goes_back_as_the_server_reads
                                                  "content": "a.py"}]}]
         second = ask(url, messages=history).parse()
         sent = server.requests[1]["messages"][1]
-    assert [block.type for block in first.content] == ["thinking", "text", "tool_use"]
+    # vLLM 0.10 returns the blank text before the call as content ("\n\n": a text block); 0.33's
+    # parsers blank it (content null: no text block) -- tests/vllm_formats.py, read from the wheels
+    middle = ["text"] if version == "0.10" else []
+    assert [block.type for block in first.content] == ["thinking", *middle, "tool_use"]
     assert first.content[0].thinking == "\nList first.\n"
     assert [block.type for block in second.content] == ["thinking", "text"]
     if version == "0.33":
