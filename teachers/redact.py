@@ -28,8 +28,6 @@ from collections import Counter
 from functools import lru_cache
 from typing import Any
 
-import re2
-
 from teachers.secret_rules import Rule, rule_set, shannon_entropy
 from teachers.secret_values import plausible
 
@@ -39,9 +37,18 @@ _STRUCTURAL = frozenset({"role", "type", "id", "tool_call_id", "name"})
 _ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|x([0-9a-fA-F]{2})|([nrt\"\\/']))")
 _SIMPLE = {"n": "\n", "r": "\r", "t": "\t", '"': '"', "\\": "\\", "/": "/", "'": "'"}
 _BASE64 = re.compile(r"[A-Za-z0-9+/_-]{24,}={0,2}")
-_BASE64_BYTES = re2.compile(rb"[A-Za-z0-9+/_-]{24,}={0,2}")
 _ENCODED = re.compile(r"[0-9+/]")
 _URL_SAFE = str.maketrans("-_", "+/")
+
+
+@lru_cache(maxsize=1)
+def _base64_bytes() -> Any:
+    """Base64 runs in the bytes of an ASCII text, found by RE2 (imported on first use: importing
+    `teachers` stays cheap)."""
+    import re2
+
+    return re2.compile(rb"[A-Za-z0-9+/_-]{24,}={0,2}")
+
 _WRAP = re.compile(r"(?:\\?\r?\n|\\n)(?:[ \t]*\d+(?:\t|→))?[ \t]*([A-Za-z0-9_+/-]{6,}={0,2})"
                    r"(?=$|[\s\"'`]|\\n)")
 _DEPTH = 2  # views of views: an escaped string inside an escaped string, base64 inside JSON
@@ -177,7 +184,7 @@ def _find(text: str, depth: int) -> list[Span]:
                       for s, e, r in _find(decoded, depth - 1)]
     # RE2 over the bytes where they are the characters (most texts): the same runs, 3x faster than re
     ascii_text = text.isascii()
-    runs = _BASE64_BYTES.finditer(text.encode("ascii")) if ascii_text else _BASE64.finditer(text)
+    runs = _base64_bytes().finditer(text.encode("ascii")) if ascii_text else _BASE64.finditer(text)
     for match in runs:
         inner = _decoded_base64(match.group(0).decode("ascii") if ascii_text else match.group(0))
         hits = _find(inner, depth - 1) if inner else []
