@@ -32,7 +32,6 @@ if TYPE_CHECKING:
 
 REPORT_FILE = "report.json"
 PROPOSALS_FILE = "proposals.jsonl"
-VERDICTS_FILE = "verdicts.jsonl"     # replay/verdicts.py
 CONFIG_FILE = "run.json"  # the run's settings, for replay.ablate
 
 
@@ -226,16 +225,16 @@ def estimate_run(pool: TeacherPool, out: Path, batch: bool = False) -> dict[str,
 
 def _ask(work: Path, config: RunConfig, pool: TeacherPool, report: Report, console: Console) -> list:
     """Teachers → consensus → pairs for every state in `work`; proposals.jsonl; the report's counts."""
+    from replay.decide import finish_hindsight
+    from replay.hindsight import read_recoveries
     from replay.looplag import QuietGC
+    from replay.verdicts import VERDICTS_FILE
 
     with QuietGC() as quiet:
         outcomes, judge, lag = asyncio.run(_replay(work, config, pool, report, console, quiet))
     proposals = (p.model_dump(mode="json") for p in outcomes.ordered_proposals())
     write_jsonl(work / PROPOSALS_FILE, proposals)
     write_jsonl(work / VERDICTS_FILE, outcomes.ordered_verdicts())
-    from replay.decide import finish_hindsight
-    from replay.hindsight import read_recoveries
-
     finish_hindsight(outcomes, read_recoveries(work))  # recoveries among all states, asked or not
     _fill_report(report, pool, outcomes, judge)
     report.extra["loop_lag_ms"] = {**lag.summary(), "full_collections": quiet.catch_ups}

@@ -15,7 +15,7 @@ from ingestion.stats import IngestStats
 from replay.run import main
 from tests.llm_server import LLMServer, Reply, chat_completion
 from tests.teacher_script import COMMANDS, prompt_hash
-from tests.tiny_model import build_four_chars_tiny
+from tests.tiny_model import build_four_chars_tiny, train_dpo_two_steps
 
 DATA = Path(__file__).parent / "data" / "agents"
 # Each agent's shell tool and how it takes a command.
@@ -72,10 +72,7 @@ def test_sources_mix_repeated_and_comma_separated(tmp_path: Path) -> None:
 
 
 def test_mixed_folder_pairs_train_two_dpo_steps(fixtures_root: Path, tmp_path: Path) -> None:
-    import torch
     from datasets import load_from_disk
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    from trl import DPOConfig, DPOTrainer
 
     mixed = tmp_path / "mixed"
     shutil.copytree(DATA / "codex", mixed / "codex")
@@ -93,14 +90,7 @@ def test_mixed_folder_pairs_train_two_dpo_steps(fixtures_root: Path, tmp_path: P
     dataset = load_from_disk(str(tmp_path / "out" / "dataset"))
     assert {row["source"] for row in dataset} == {"claude_code", "codex", "gemini"}
 
-    torch.manual_seed(0)
-    args = DPOConfig(output_dir=str(tmp_path / "train"), bf16=False, use_cpu=True, max_steps=2,
-                     per_device_train_batch_size=2, report_to=[], logging_steps=1, save_strategy="no",
-                     max_length=4096, seed=0, disable_tqdm=True)
-    trainer = DPOTrainer(model=AutoModelForCausalLM.from_pretrained(str(tiny)),
-                         ref_model=AutoModelForCausalLM.from_pretrained(str(tiny)), args=args,
-                         train_dataset=dataset, processing_class=AutoTokenizer.from_pretrained(str(tiny)))
-    output = trainer.train()
+    trainer, output = train_dpo_two_steps(tiny, dataset, tmp_path / "train")
     assert trainer.state.global_step == 2 and math.isfinite(output.training_loss)
 
 

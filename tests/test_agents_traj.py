@@ -325,13 +325,10 @@ def _in_vocabulary(body: dict[str, Any]) -> Reply:
 
 
 def test_mixed_folder_with_trajectories_trains_two_dpo_steps(fixtures_root: Path, tmp_path: Path) -> None:
-    import torch
     from datasets import load_from_disk
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    from trl import DPOConfig, DPOTrainer
 
     from replay.run import main
-    from tests.tiny_model import build_four_chars_tiny
+    from tests.tiny_model import build_four_chars_tiny, train_dpo_two_steps
 
     mixed = tmp_path / "mixed"
     shutil.copytree(AGENTS / "codex" / "made", mixed / "codex")
@@ -353,14 +350,7 @@ def test_mixed_folder_with_trajectories_trains_two_dpo_steps(fixtures_root: Path
     dataset = load_from_disk(str(out / "dataset"))
     assert {row["source"] for row in dataset} == {"claude_code", "codex", "mini_swe_agent"}
 
-    torch.manual_seed(0)
-    args = DPOConfig(output_dir=str(tmp_path / "train"), bf16=False, use_cpu=True, max_steps=2,
-                     per_device_train_batch_size=2, report_to=[], logging_steps=1, save_strategy="no",
-                     max_length=4096, seed=0, disable_tqdm=True)
-    trainer = DPOTrainer(model=AutoModelForCausalLM.from_pretrained(str(tiny)),
-                         ref_model=AutoModelForCausalLM.from_pretrained(str(tiny)), args=args,
-                         train_dataset=dataset, processing_class=AutoTokenizer.from_pretrained(str(tiny)))
-    output = trainer.train()
+    trainer, output = train_dpo_two_steps(tiny, dataset, tmp_path / "train")
     assert trainer.state.global_step == 2 and math.isfinite(output.training_loss)
 
 

@@ -126,3 +126,20 @@ def trace_corpus(states) -> list[str]:
 def build_four_chars_tiny(out_dir: str | Path, states) -> Path:
     """A tiny model whose tokenizer averages ~4 characters per token on `states` (tests measure it)."""
     return build_tiny(out_dir, trace_corpus(states), vocab_size=2000, across_words=True)
+
+
+def train_dpo_two_steps(model_dir: Path, dataset, out_dir: Path, max_length: int = 4096):
+    """DPOTrainer on CPU for 2 steps (an explicit frozen reference model): the check that a run's
+    dataset trains as it is. Returns (trainer, training output)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import DPOConfig, DPOTrainer
+
+    torch.manual_seed(0)
+    args = DPOConfig(output_dir=str(out_dir), bf16=False, use_cpu=True, max_steps=2,
+                     per_device_train_batch_size=2, report_to=[], logging_steps=1, save_strategy="no",
+                     max_length=max_length, seed=0, disable_tqdm=True)
+    model, ref = (AutoModelForCausalLM.from_pretrained(str(model_dir)) for _ in range(2))
+    trainer = DPOTrainer(model=model, ref_model=ref, args=args, train_dataset=dataset,
+                         processing_class=AutoTokenizer.from_pretrained(str(model_dir)))
+    return trainer, trainer.train()
