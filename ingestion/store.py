@@ -237,6 +237,17 @@ class _Segments:
                 self.tools.append(item["value"])
 
 
+def state_rows(path: Path) -> Iterator[dict[str, Any]]:
+    """states.jsonl's lines as dicts (id, trace, action, metadata, ranges), no message rebuilt: for
+    readers that need the light fields of every state (`--select`, hindsight). `path` is the run's
+    folder or its states.jsonl."""
+    path = Path(path)
+    with open(path / STATES_FILE if path.is_dir() else path, "rb") as handle:
+        for line in handle:
+            if not line.isspace():
+                yield orjson.loads(line)
+
+
 def load_states(path: Path) -> Iterator[TraceState]:
     """The TraceStates of a run: `path` is its folder (or its states.jsonl), as `replay.run --out` wrote it.
 

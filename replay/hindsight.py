@@ -24,7 +24,6 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-import orjson
 from pydantic import BaseModel, computed_field
 
 from consensus.intent_rules import IntentContext
@@ -32,6 +31,7 @@ from consensus.methods import student_match
 from consensus.result import ConsensusResult
 from ingestion.outcome import is_failed
 from ingestion.schema import Action
+from ingestion.store import STATES_FILE, state_rows
 
 
 def recovery_map(rows: Iterable[Mapping[str, Any]]) -> dict[str, Action]:
@@ -59,11 +59,9 @@ def recovery_map(rows: Iterable[Mapping[str, Any]]) -> dict[str, Action]:
 
 def read_recoveries(out: Path) -> dict[str, Action]:
     """Every failed state's recovery action among all the states of a run folder (states.jsonl)."""
-    path = out / "states.jsonl"
-    if not path.is_file():
+    if not (out / STATES_FILE).is_file():
         return {}
-    with open(path, "rb") as handle:
-        return recovery_map(orjson.loads(line) for line in handle if line.strip())
+    return recovery_map(state_rows(out))
 
 
 def hindsight_tier(result: ConsensusResult | None, recovery: Action, cwd: str | None = None,

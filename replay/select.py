@@ -27,7 +27,7 @@ import orjson
 
 from ingestion.outcome import FAILED, KINDS
 from ingestion.schema import ReplayError, TraceState
-from ingestion.store import STATES_FILE, load_states
+from ingestion.store import load_states, state_rows
 
 SELECTION_FILE = "selection.json"
 DEFAULT_SEED = 0
@@ -195,14 +195,10 @@ def _choose_trace(rows: list[Row], selection: Selection) -> set[str]:
 
 def read_rows(out: Path) -> Iterator[Row]:
     """The rows of OUT/states.jsonl, without rebuilding any message (I/O edge of `choose`)."""
-    with open(out / STATES_FILE, "rb") as handle:
-        for line in handle:
-            if line.isspace():
-                continue
-            data = orjson.loads(line)
-            calls = (data.get("student_action") or {}).get("tool_calls") or ()
-            yield _row(data["state_id"], data["trace_id"], data.get("metadata") or {},
-                       [c.get("name") or "" for c in calls])
+    for data in state_rows(out):
+        calls = (data.get("student_action") or {}).get("tool_calls") or ()
+        yield _row(data["state_id"], data["trace_id"], data.get("metadata") or {},
+                   [c.get("name") or "" for c in calls])
 
 
 def select_into(out: Path, values: list[str]) -> tuple[dict[str, int], int]:
