@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from ingestion.schema import make_state_id
 
@@ -26,6 +27,50 @@ class Seen:
 
     messages: set[str] = field(default_factory=set)
     states: set[str] = field(default_factory=set)
+
+    @classmethod
+    def tracking(cls) -> Seen:
+        """A Seen for one file read apart from the others (replay/parallel_ingest.py): it remembers
+        every id asked about, so the reading can be checked against what earlier files gave."""
+        return cls(_Asked(), _Asked())
+
+    def disjoint(self, other: Seen) -> bool:
+        """Whether no id `other` (a tracking Seen) asked about is one of ours: then reading its file
+        after ours gives what it gave alone.
+
+        >>> alone = Seen.tracking(); "m1" in alone.messages
+        False
+        >>> Seen(messages={"m2"}).disjoint(alone), Seen(messages={"m1"}).disjoint(alone)
+        (True, False)
+        """
+        return (self.messages.isdisjoint(getattr(other.messages, "asked", other.messages))
+                and self.states.isdisjoint(getattr(other.states, "asked", other.states)))
+
+    def update(self, other: Seen) -> None:
+        self.messages.update(other.messages)
+        self.states.update(other.states)
+
+
+class _Asked(set):
+    """A set that remembers every element asked about (`in`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked: set[Any] = set()
+
+    def __contains__(self, item: object) -> bool:
+        self.asked.add(item)
+        return set.__contains__(self, item)
+
+    def __reduce__(self) -> Any:  # pickled with what was asked: the worker's reading goes to the main
+        return _rebuild_asked, (set(self), self.asked)
+
+
+def _rebuild_asked(items: set[Any], asked: set[Any]) -> _Asked:
+    out = _Asked()
+    out.update(items)
+    out.asked = asked
+    return out
 
 
 def distinct_trace_id(source: str, trace_id: str, turns: Iterable[tuple[int, str]],

@@ -179,19 +179,25 @@ def _iter_states(source: Path, options: IngestOptions, stats: IngestStats, files
     seen = Seen()
     emitted = 0
     for path in files if files is not None else find_files(source, stats):
-        stats.files += 1
-        why = unreadable(path)
-        if why is not None:
-            stats.problem(str(path), None, why[0], action="file", detail=why[1])
-        else:
-            for state in _file_states(path, options, stats, seen):
-                yield state
-                stats.count_format(state.source, states=1)
-                emitted += 1
-                if options.max_states is not None and emitted >= options.max_states:
-                    return
+        for state in read_file(path, options, stats, seen):
+            yield state
+            emitted += 1
+            if options.max_states is not None and emitted >= options.max_states:
+                return
         if on_file is not None:
             on_file(path)
+
+
+def read_file(path: Path, options: IngestOptions, stats: IngestStats, seen: Seen) -> Iterator[TraceState]:
+    """The states of one file of a run, counted in `stats`; `seen` is what earlier files gave."""
+    stats.files += 1
+    why = unreadable(path)
+    if why is not None:
+        stats.problem(str(path), None, why[0], action="file", detail=why[1])
+        return
+    for state in _file_states(path, options, stats, seen):
+        stats.count_format(state.source, states=1)
+        yield state
 
 
 def _file_states(path: Path, options: IngestOptions, stats: IngestStats,

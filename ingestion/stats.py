@@ -48,3 +48,25 @@ class IngestStats:
             if detail:
                 entry["detail"] = detail
             self.problems.append(entry)
+
+    def add(self, other: IngestStats) -> None:
+        """Count `other` (a later file's stats, read apart) in, as if this had read that file itself:
+        counters key by key in `other`'s order (report.json lists keys as first counted), problems up to
+        the cap.
+
+        >>> a, b = IngestStats(files=1), IngestStats(files=2)
+        >>> b.problem("f", 3, "bad_json"); b.count_format("codex", files=1)
+        >>> a.add(b); (a.files, a.skipped_lines["bad_json"], a.formats["codex"]["files"], len(a.problems))
+        (3, 1, 1, 1)
+        """
+        for name in ("files", "lines", "traces", "states", "trace_id_collisions"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        for name in ("skipped_lines", "repaired_lines", "skipped_files", "record_types", "skipped_records",
+                     "skipped_traces", "skipped_turns", "budget", "history"):
+            mine = getattr(self, name)
+            for key, count in getattr(other, name).items():
+                mine[key] += count
+        self.problems += other.problems[:max(0, MAX_PROBLEMS - len(self.problems))]
+        for kind, counts in other.formats.items():
+            self.count_format(kind, files=counts["files"], states=counts["states"])
+

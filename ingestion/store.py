@@ -19,9 +19,11 @@ trace are shared between its states: treat them as read-only.
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -103,20 +105,13 @@ class _Table:
         return found
 
 
-class StateWriter:
-    """Write states to `folder/states.jsonl` + `folder/traces.jsonl`, each replaced atomically on close.
+class _Writer:
+    """Writes states into two byte streams (states rows, trace table), numbering segments from 0."""
 
-    `transform` (optional) is applied once to each distinct message before it is stored, e.g. a
-    redaction pass: per message, as decision C1 requires, never per state.
-    """
-
-    def __init__(self, folder: Path, transform: Callable[[Message], Message] | None = None) -> None:
-        folder.mkdir(parents=True, exist_ok=True)
+    def __init__(self, outs: list[IO[bytes]], transform: Callable[[Message], Message] | None = None) -> None:
         self.transform = transform
         self.states = 0
-        self._targets = (folder / STATES_FILE, folder / TRACES_FILE)
-        self._temps = tuple(p.with_name(f".{p.name}.{uuid.uuid4().hex}.tmp") for p in self._targets)
-        self._out = [open(p, "wb", buffering=_BUFFER) for p in self._temps]
+        self._out = outs
         self._segment = -1
         self._trace: tuple[str, str] | None = None
         self._messages = _Table(b"message")
@@ -178,6 +173,72 @@ class StateWriter:
         self._previous = ([], [], [])
         out.write(orjson.dumps({"segment": self._segment, "trace_id": state.trace_id,
                                 "source": state.source}) + b"\n")
+
+
+@dataclass
+class Shard:
+    """The rows of some states written apart (a worker's file), segments numbered from 0: appended to
+    a StateWriter, they are renumbered after its own (`StateWriter.write_shard`)."""
+
+    states: bytes
+    traces: bytes
+    segments: int
+    count: int
+
+
+class ShardWriter(_Writer):
+    """A writer into memory, for states that another process appends (replay/parallel_ingest.py)."""
+
+    def __init__(self) -> None:
+        super().__init__([io.BytesIO(), io.BytesIO()])
+
+    def shard(self) -> Shard:
+        states_out, traces_out = self._out
+        return Shard(states_out.getvalue(), traces_out.getvalue(), self._segment + 1, self.states)
+
+
+_SEGMENT_KEY = b',"segment":'
+
+
+def _renumbered(lines: bytes, base: int, in_row: bool) -> bytes:
+    """`lines` with every segment number raised by `base`: a trace line starts with it; a state row
+    holds it after the state's own fields, and only `messages` (ranges) and `tools` (a number) follow,
+    so its last occurrence is the one."""
+    if not base:
+        return lines
+    out = []
+    for line in lines.split(b"\n")[:-1]:
+        start = line.rfind(_SEGMENT_KEY) + len(_SEGMENT_KEY) if in_row else len(b'{"segment":')
+        end = line.index(b",", start)
+        out.append(line[:start] + str(int(line[start:end]) + base).encode() + line[end:])
+    out.append(b"")
+    return b"\n".join(out)
+
+
+class StateWriter(_Writer):
+    """Write states to `folder/states.jsonl` + `folder/traces.jsonl`, each replaced atomically on close.
+
+    `transform` (optional) is applied once to each distinct message before it is stored, e.g. a
+    redaction pass: per message, as decision C1 requires, never per state.
+    """
+
+    def __init__(self, folder: Path, transform: Callable[[Message], Message] | None = None) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        self._targets = (folder / STATES_FILE, folder / TRACES_FILE)
+        self._temps = tuple(p.with_name(f".{p.name}.{uuid.uuid4().hex}.tmp") for p in self._targets)
+        super().__init__([open(p, "wb", buffering=_BUFFER) for p in self._temps], transform)
+
+    def write_shard(self, shard: Shard) -> None:
+        """Append states written apart, as if written here one by one. Their first trace must not be
+        the one this writer's last state belongs to (it would be one segment here, two there)."""
+        states_out, traces_out = self._out
+        base = self._segment + 1
+        traces_out.write(_renumbered(shard.traces, base, in_row=False))
+        states_out.write(_renumbered(shard.states, base, in_row=True))
+        self._segment += shard.segments
+        self.states += shard.count
+        self._trace = None   # the next state opens a segment, as after any other trace
+        self._messages, self._tools, self._previous = _Table(b"message"), _Table(b"tools"), ([], [], [])
 
     def close(self) -> None:
         """Flush and move both files into place (traces first: a state never points at nothing)."""

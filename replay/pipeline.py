@@ -47,23 +47,52 @@ def ingest_to_file(source: Path, out: Path, options: IngestOptions, console: Con
                    redactor: StateRedactor | None = None) -> tuple[Report, IngestStats]:
     """Read every state under `source` into `out` (states.jsonl + traces.jsonl, ingestion/store.py), each
     redacted by `redactor` (the one redaction pass: teachers, outputs and the card all see these
-    states); return the report so far."""
-    console = console or Console(stderr=True)
-    stats = IngestStats()
-    files = find_files(source, stats)
-    with _progress(len(files), "ingesting", console) as (bar, task), StateWriter(out) as writer:
-        def done(_path: Path) -> None:
-            bar.update(task, advance=1, info=f"{stats.states} states")
+    states); return the report so far. Large sources are read by worker processes
+    (replay/parallel_ingest.py), with the same result."""
+    from replay.parallel_ingest import Sequential, auto_workers
 
-        for state in iter_states(source, options, stats, files=files, on_file=done):
-            writer.write(redactor(state) if redactor is not None else state)
+    console = console or Console(stderr=True)
+    files = find_files(source, IngestStats())
+    workers = 1 if options.max_states is not None else auto_workers(files, options.workers)
+    try:
+        stats = _ingest(source, out, options, console, redactor, workers)
+    except Sequential:   # a trace goes on across files: one process keeps it whole
+        redactor = type(redactor)(redactor.key) if redactor is not None else None
+        workers = 1
+        stats = _ingest(source, out, options, console, redactor, workers)
     report = Report()
     report.add_ingest(stats)
+    report.extra["ingest_workers"] = workers
     if redactor is not None:
         report.redactions = dict(sorted(redactor.counts.items()))
         report.extra["redaction"] = {"secrets": sum(redactor.counts.values()),
                                      "states_token_ids_dropped": redactor.states_token_ids_dropped}
     return report, stats
+
+
+def _ingest(source: Path, out: Path, options: IngestOptions, console: Console,
+            redactor: StateRedactor | None, workers: int) -> IngestStats:
+    from replay.parallel_ingest import parallel_shards, worker_pool
+
+    stats = IngestStats()
+    files = find_files(source, stats)
+    if workers > 1:
+        # The workers start before the progress bar's thread does (parallel_ingest.worker_pool).
+        with worker_pool(workers) as pool, _progress(len(files), "ingesting", console) as (bar, task), \
+                StateWriter(out) as writer:
+            def done(_path: Path) -> None:
+                bar.update(task, advance=1, info=f"{stats.states} states")
+
+            for shard in parallel_shards(pool, workers, files, options, stats, redactor, on_file=done):
+                writer.write_shard(shard)
+        return stats
+    with _progress(len(files), "ingesting", console) as (bar, task), StateWriter(out) as writer:
+        def tick(_path: Path) -> None:
+            bar.update(task, advance=1, info=f"{stats.states} states")
+
+        for state in iter_states(source, options, stats, files=files, on_file=tick):
+            writer.write(redactor(state) if redactor is not None else state)
+    return stats
 
 
 def redaction_key() -> bytes:

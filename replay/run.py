@@ -102,6 +102,10 @@ def _ingest_flags(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--tokenizer", metavar="NAME_OR_PATH",
                        help="count tokens with this tokenizer (default: --preflight-tokenizer, else an "
                             "estimate of 4 characters per token)")
+    group.add_argument("--ingest-workers", type=trace_parallel, default=None, metavar="N",
+                       help="processes that read and redact files at once (default auto: one per core, "
+                            "at most 8, when the source holds 64 MB or more; 1 reads in this process); "
+                            "the states are the same either way")
 
 
 def _teacher_flags(group: argparse._ArgumentGroup) -> None:
@@ -192,7 +196,7 @@ def _export_flags(group: argparse._ArgumentGroup) -> None:
 
 
 def trace_parallel(text: str) -> int | None:
-    """`--trace-parallel`: a count of at least 1, or `auto` (None)."""
+    """`--trace-parallel`, `--ingest-workers`: a count of at least 1, or `auto` (None)."""
     if text.strip().lower() == "auto":
         return None
     return at_least(1)(text)
@@ -224,7 +228,8 @@ def config_from_args(args: argparse.Namespace, argv: list[str]) -> RunConfig:
         ingest=IngestOptions(include_subagents=args.include_subagents, max_states=args.max_states,
                              max_message_chars=args.max_message_chars,
                              max_prompt_tokens=args.max_prompt_tokens, max_length=args.max_length,
-                             tokenizer=args.tokenizer or args.preflight_tokenizer),
+                             tokenizer=args.tokenizer or args.preflight_tokenizer,
+                             workers=args.ingest_workers),
         consensus=ConsensusOptions(method=args.consensus, min_agreement=args.min_agreement,
                                    judge=args.judge, early_stop=args.early_stop, match=args.match),
         export=_export_options(args),

@@ -35,16 +35,16 @@ MARK = re.compile(r"\[REDACTED:[^\]\s]*\]")
 # Fields that are structure, not content: ids and roles are never secrets and must stay intact.
 _STRUCTURAL = frozenset({"role", "type", "id", "tool_call_id", "name"})
 _ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|x([0-9a-fA-F]{2})|([nrt\"\\/']))")
-_SIMPLE = {"n": "\n", "r": "\r", "t": "\t", '"': '"', "\\": "\\", "/": "/", "'": "'"}
-_BASE64 = re.compile(r"[A-Za-z0-9+/_-]{24,}={0,2}")
+_SCALARS = frozenset({int, float, bool, type(None)})
 _ENCODED = re.compile(r"[0-9+/]")
+_SIMPLE = {"n": "\n", "r": "\r", "t": "\t", '"': '"', "\\": "\\", "/": "/", "'": "'"}
 _URL_SAFE = str.maketrans("-_", "+/")
 
 
 @lru_cache(maxsize=1)
 def _base64_bytes() -> Any:
-    """Base64 runs in the bytes of an ASCII text, found by RE2 (imported on first use: importing
-    `teachers` stays cheap)."""
+    """Base64 runs in UTF-8 bytes, found by RE2 (imported on first use: importing `teachers` stays
+    cheap). The characters are ASCII, so a run in the bytes is the run in the text."""
     import re2
 
     return re2.compile(rb"[A-Za-z0-9+/_-]{24,}={0,2}")
@@ -182,14 +182,15 @@ def _find(text: str, depth: int) -> list[Span]:
             starts = [p[0] for p in pieces]
             spans += [(_to_original(s, pieces, starts, False), _to_original(e, pieces, starts, True), r)
                       for s, e, r in _find(decoded, depth - 1)]
-    # RE2 over the bytes where they are the characters (most texts): the same runs, 3x faster than re
-    ascii_text = text.isascii()
-    runs = _base64_bytes().finditer(text.encode("ascii")) if ascii_text else _BASE64.finditer(text)
-    for match in runs:
-        inner = _decoded_base64(match.group(0).decode("ascii") if ascii_text else match.group(0))
+    # Base64 characters are ASCII, so a run in the UTF-8 bytes is the run in the text; byte offsets
+    # become character offsets only for a run that hides a secret.
+    data = text.encode("utf-8", "surrogatepass")
+    for match in _base64_bytes().finditer(data):
+        inner = _decoded_base64(match.group(0).decode("ascii"))
         hits = _find(inner, depth - 1) if inner else []
         if hits:
-            spans.append((match.start(), match.end(), min(hits, key=lambda h: h[2].generic)[2]))
+            found = [(*match.span(), min(hits, key=lambda h: h[2].generic)[2])]
+            spans += _char_offsets(text, data, found)
     return spans
 
 
@@ -285,16 +286,40 @@ def redact_value(value: Any, key: bytes | None = None, field: str | None = None
                 return (json.dumps(walked, ensure_ascii=False) if found else value), found
         redacted, found_text = redact_found(value, key)
         return redacted, list(found_text)
+    # Sessions hold a million strings and numbers: a plain string or a number in a container is done
+    # here, without a call of its own (a third of the redaction pass on real sessions, issue #29).
+    found_all: list[tuple[str, str]] = []
     if isinstance(value, dict):
-        found_all: list[tuple[str, str]] = []
         out = {}
         for k, v in value.items():
-            out[k], found = redact_value(v, key, k)
-            found_all += found
+            kind = type(v)
+            if kind is str and k != "arguments":
+                if k in _STRUCTURAL:
+                    out[k] = v
+                else:
+                    out[k], found_text = redact_found(v, key)
+                    if found_text:
+                        found_all += found_text
+            elif kind in _SCALARS:
+                out[k] = v
+            else:
+                out[k], found = redact_value(v, key, k)
+                found_all += found
         return out, found_all
     if isinstance(value, list):
-        pairs = [redact_value(item, key) for item in value]
-        return [p[0] for p in pairs], [f for p in pairs for f in p[1]]
+        items = []
+        for item in value:
+            kind = type(item)
+            if kind is str:
+                redacted, found_text = redact_found(item, key)
+                found_all += found_text
+            elif kind in _SCALARS:
+                redacted = item
+            else:
+                redacted, found = redact_value(item, key)
+                found_all += found
+            items.append(redacted)
+        return items, found_all
     return value, []
 
 

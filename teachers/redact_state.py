@@ -13,7 +13,7 @@ from collections import Counter
 from typing import Any
 
 from ingestion.schema import Action, TraceState
-from teachers.redact import redact_value
+from teachers.redact import redact_found, redact_value
 
 # Rollout metadata that is the raw text in another form.
 TOKEN_FIELDS = ("prompt_token_ids", "completion_token_ids", "logprobs", "tokens")
@@ -22,11 +22,26 @@ TOKEN_FIELDS = ("prompt_token_ids", "completion_token_ids", "logprobs", "tokens"
 def redact_action(action: Action, key: bytes | None = None) -> tuple[Action, list[tuple[str, str]]]:
     """An action with every string redacted (content, tool-call arguments, thinking), and what was found.
 
+    Field by field rather than through `model_dump`: a state's action is new text, but its dump and
+    walk cost more than the scan on real sessions, and most actions hold nothing.
+
     >>> redact_action(Action(content="ok"))
     (Action(content='ok', tool_calls=[], thinking=None), [])
     """
-    data, found = redact_value(action.model_dump(), key)
-    return (Action.model_validate(data), found) if found else (action, [])
+    content, found_text = redact_found(action.content, key)
+    found = list(found_text)
+    thinking = action.thinking
+    if thinking is not None:
+        thinking, found_text = redact_found(thinking, key)
+        found += found_text
+    calls = []
+    for call in action.tool_calls:
+        arguments, hits = redact_value(call.arguments, key)
+        found += hits
+        calls.append({"id": call.id, "name": call.name, "arguments": arguments})
+    if not found:
+        return action, []
+    return Action.model_validate({"content": content, "tool_calls": calls, "thinking": thinking}), found
 
 
 class StateRedactor:
