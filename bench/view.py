@@ -11,7 +11,7 @@ each in a fresh process, medians of --repeat:
 - the largest file written and the bytes the list page loads (states.html + its data scripts);
 - with --browser, headless Chromium's `--dump-dom` of the list page (all N states indexed, filters drawn)
   against the same for the overview (ratio): what "opens fast" costs over a page with no index; and of
-  the state page with the longest context (drawn from its trace's data/ files by assets/state.js);
+  the state with the longest context (`state.html#N`, drawn by assets/state.js from data/);
 - the CPU seconds (user + system) of both children beside their wall time: on a shared machine the CPU
   ratio is the steadier figure.
 """
@@ -178,8 +178,8 @@ def main() -> None:
             overviews = [dump_time(browser, (run / "view/index.html").as_uri(), profile)
                          for _ in range(args.repeat)]
             # the last turn of a trace: the longest context a page of this run shows
-            state = run / "view" / "states" / f"{args.turns - 1}.html"
-            pages = [dump_time(browser, state.as_uri(), profile) for _ in range(args.repeat)]
+            state = f"{(run / 'view' / 'state.html').as_uri()}#{args.turns - 1}"
+            pages = [dump_time(browser, state, profile) for _ in range(args.repeat)]
             print(f"chromium --dump-dom: list page median {statistics.median(lists):.2f} s, overview "
                   f"{statistics.median(overviews):.2f} s; ratio "
                   f"{statistics.median(lists) / statistics.median(overviews):.2f}; a state page with "

@@ -44,11 +44,11 @@ def main() -> None:
                   "--cache", str(Path(tmp) / "cache.sqlite"), "--view"])
         states = load_states(out)   # the one reader of stored states (ingestion/store.py)
         number = next(i for i, s in enumerate(states) if s.trace_id == TRACE and s.turn == TURN)
-        page = out / "view" / "states" / f"{number}.html"
+        page = f"{(out / 'view' / 'state.html').as_uri()}#{number}"   # one page draws every state
         subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
                         "--disable-background-networking", "--disable-component-update", "--disable-sync",
                         "--no-first-run", f"--user-data-dir={tmp}/profile", "--window-size=1280,1500",
-                        f"--screenshot={ROOT / 'docs/view-state.png'}", page.as_uri()],
+                        f"--screenshot={ROOT / 'docs/view-state.png'}", page],
                        check=True, capture_output=True, timeout=120)
     print(ROOT / "docs/view-state.png")
 

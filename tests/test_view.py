@@ -117,25 +117,43 @@ def report_of(out: Path) -> dict[str, Any]:
 
 
 def script_json(path: Path) -> Any:
-    """The JSON value a data/ script file pushes (`X.push(VALUE);` / `...push.apply(X, VALUE);`)."""
+    """The JSON value a data/ script file holds (`X["key"] = VALUE;` / `...push.apply(X, VALUE);`)."""
     text = path.read_text()
-    body = text[text.index("push(") + 5:] if "push(" in text else text[text.index("apply(") + 6:]
-    body = body[body.index(",") + 1:] if body.startswith("REPLAY.rows") else body
+    if "] = " in text:
+        body = text[text.index("] = ") + 4:]
+    else:
+        body = text[text.index("apply(") + 6:]
+        body = body[body.index(",") + 1:]
     return json.loads(body.rstrip().removesuffix(";").removesuffix(")"))
 
 
 def records(view: Path) -> dict[int, dict[str, Any]]:
-    """Every state's record in the view's data/ files, by state number."""
+    """Every state's record in the view's data/ blocks (`s<first state>.js`), by state number."""
     out: dict[int, dict[str, Any]] = {}
-    for path in (view / "data").glob("t*-*.js"):
-        out.update({int(k): v for k, v in script_json(path)[2].items()})
+    for path in (view / "data").glob("s*.js"):
+        first = int(path.stem[1:])
+        out.update({first + k: record for k, record in enumerate(script_json(path))})
     return out
 
 
-def hostile_page(out: Path) -> Path:
-    """The page of the hostile session's answer (its text is in data/ files, drawn by state.js)."""
-    number = next(n for n, r in sorted(records(out / "view").items()) if "alert(1)" in r["student"][1])
-    return out / "view" / "states" / f"{number}.html"
+def context_items(view: Path, record: dict[str, Any]) -> list[list[Any]]:
+    """The display items a state's page shows as its context, read from the files its record names."""
+    items: dict[int, list[Any]] = {}
+    context = record["context"]
+    for k in context["files"]:
+        for segment, first, part in script_json(view / "data" / f"c{k}.js"):
+            if segment == context["seg"]:
+                items.update({first + j: item for j, item in enumerate(part)})
+    return [items[i] for start, stop in context["ranges"] for i in range(start, stop)]
+
+
+def hostile_state(out: Path) -> int:
+    """The state number of the hostile session's answer (its text is in data/ files, drawn by state.js)."""
+    return next(n for n, r in sorted(records(out / "view").items()) if "alert(1)" in r["student"][1])
+
+
+def state_url(out: Path, number: int) -> str:
+    return f"{(out / 'view' / 'state.html').as_uri()}#{number}"
 
 
 def no_injected_elements(page: str) -> None:
@@ -149,8 +167,8 @@ def no_injected_elements(page: str) -> None:
 def test_the_view_is_written_with_every_page_small(run: Path) -> None:
     view = run / "view"
     report = report_of(run)
-    pages = sorted((view / "states").glob("*.html"))
-    assert len(pages) == report["states"] > 14
+    assert len(records(view)) == report["states"] > 14
+    assert not (view / "states").exists()                  # one page draws every state: no file per state
     files = [p for p in view.rglob("*") if p.is_file()]
     assert max(p.stat().st_size for p in files) < 2_000_000
     assert not [p for p in files if re.search(rb"https?://(?!127\.0\.0\.1)", p.read_bytes())
@@ -163,9 +181,10 @@ def test_the_view_is_written_with_every_page_small(run: Path) -> None:
 
 
 def test_hostile_text_is_escaped_in_the_files(run: Path) -> None:
-    page = hostile_page(run).read_text()
-    assert "alert" not in page and "xss-check" not in page      # a page holds no session text at all
-    no_injected_elements(page)
+    for page in ("state.html", "states.html", "index.html"):
+        text = (run / "view" / page).read_text()
+        assert "alert" not in text and "xss-check" not in text    # no page holds session text at all
+        no_injected_elements(text)
     for data in (run / "view/data").glob("*.js"):
         assert b"</script" not in data.read_bytes().lower()    # nothing in data/ can end a script
 
@@ -188,9 +207,9 @@ def test_the_list_filters_and_a_pair_page_shows_both_actions(run: Path, tmp_path
     report = report_of(run)
     dom = dump_dom((run / "view/states.html").as_uri() + "#verdict=pair", tmp_path / "profile")
     assert f"{report['pairs']} of {report['states']} states" in dom
-    links = re.findall(r'href="(states/\d+\.html)"', dom)
+    links = re.findall(r'href="state\.html#(\d+)"', dom)
     assert len(links) == min(report["pairs"], 100)
-    page = dump_dom((run / "view" / links[0]).as_uri(), tmp_path / "profile")
+    page = dump_dom(state_url(run, int(links[0])), tmp_path / "profile")
     pair = re.search(r'id="pair".*?id="diff"', page, re.S)
     assert pair and "chosen" in pair.group(0) and "rejected" in pair.group(0)
     chosen, rejected = re.findall(r'class="msg assistant (chosen|rejected)"', pair.group(0))
@@ -199,22 +218,51 @@ def test_the_list_filters_and_a_pair_page_shows_both_actions(run: Path, tmp_path
 
 
 def test_each_message_is_written_once_and_pages_name_their_context(run: Path) -> None:
-    """A trace's context sits in data/ files once, however many of its pages show it (#29)."""
+    """A trace's context sits in data/ files once, however many states show it (#29), and every file,
+    range and link a record names resolves."""
     view = run / "view"
     prompt = "xss-check"
     holders = [p for p in view.rglob("*") if p.is_file() and prompt.encode() in p.read_bytes()]
     assert [p.parent.name for p in holders] == ["data"], holders
     assert holders[0].read_bytes().count(prompt.encode()) == 1
     assert b"alert(1)<\\/script>" in holders[0].read_bytes()       # JSON that cannot end a script
-    page = hostile_page(run).read_text()
-    assert re.search(r'<script src="\.\./data/t\d+-\d+\.js"></script>', page)
-    assert re.search(r'id="state" data-n="\d+" data-ranges="\[\[\d+,\d+\]', page)
-    assert len(records(view)) == report_of(run)["states"]
+    assert '<script src="data/where.js"></script>' in (view / "state.html").read_text()
+    where = json.loads((view / "data/where.js").read_text().split(" = ", 1)[1].rstrip().removesuffix(";"))
+    assert sorted(int(p.stem[1:]) for p in (view / "data").glob("s*.js")) == where and where[0] == 0
+    every = records(view)
+    assert sorted(every) == list(range(report_of(run)["states"]))
+    states = [json.loads(line) for line in (run / "states.jsonl").read_text().splitlines()]
+    for number, record in every.items():
+        assert record["id"] == states[number]["state_id"]
+        shown = context_items(view, record)             # raises if a file or an item is missing
+        assert len(shown) == sum(stop - start for start, stop in states[number]["messages"])
+        assert not record["context"]["dropped"]
+        if record["next"] is not None:
+            after = every[record["next"]]
+            assert after["trace"] == record["trace"] and after["prev"] == number
+    hostile = every[hostile_state(run)]
+    assert any(prompt in item[1] for item in context_items(view, hostile)) and hostile["prev"] is not None
+
+
+def test_a_run_stored_before_linear_storage_draws_the_same_states(run: Path, tmp_path: Path) -> None:
+    """states.jsonl with every state whole on its line (no traces.jsonl): the same records and contexts."""
+    from ingestion.store import load_states
+
+    older = tmp_path / "older"
+    shutil.copytree(run, older, ignore=shutil.ignore_patterns("view", "traces.jsonl", "states.jsonl"))
+    (older / "states.jsonl").write_text("".join(state.model_dump_json() + "\n" for state in load_states(run)))
+    assert view_main([str(older)]) == 0
+    new, old = records(run / "view"), records(older / "view")
+    def without_context(every: dict[int, dict[str, Any]]) -> dict[int, dict[str, Any]]:
+        return {n: {**r, "context": None} for n, r in every.items()}
+
+    assert without_context(new) == without_context(old)
+    assert [context_items(run / "view", r) for r in new.values()] == \
+        [context_items(older / "view", r) for r in old.values()]
 
 
 def test_hostile_session_renders_as_text_in_chromium(run: Path, tmp_path: Path) -> None:
-    page = hostile_page(run)
-    dom = dump_dom(page.as_uri(), tmp_path / "profile")
+    dom = dump_dom(state_url(run, hostile_state(run)), tmp_path / "profile")
     no_injected_elements(dom)
     text = "".join(Elements(dom).text)
     assert SCRIPT in text and IMG in text                      # shown, as text

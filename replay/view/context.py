@@ -1,130 +1,127 @@
-"""Each trace's pages as data written once: script files that the state pages of that trace load.
+"""Each trace's messages as display items written once, in script files that any state's page loads.
 
-A state's context is a subsequence of its trace's messages (the run stores them once: ingestion.store),
-so the view does the same: every distinct message of a trace becomes one display item in `data/`
-script files of about `CHUNK_CHARS` characters, beside each state's own record (verdict, actions,
-groups, diff: `pages.state_record`). A state page is a small shell naming its number, the ranges of
-items it shows (newest first within `PAGE_BUDGET`) and the chunk files they lie in; `assets/state.js`
-draws it all with `textContent`. A page no longer repeats its trace's context: the view of a long
-session is about the size of its run folder, not its square, and no template runs per state.
-
-Messages are known by identity: `load_states` hands the states of one trace the same message objects,
-so a message met again is a dictionary look-up, not a new conversion.
+A state's context is a subsequence of its trace's messages, and the run stores them once per trace
+segment (`ingestion.store`): the view does the same. Every message of a segment becomes one display
+item (`content.message_item`) in `data/c<k>.js` files of about `CHUNK_CHARS` characters, and a state
+names the ranges of items it shows (its own ranges in states.jsonl, newest first within `PAGE_BUDGET`)
+and the files they lie in. The view of a long session is about the size of its run
+folder, not its square, and each message is converted once, however many states show it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from bisect import bisect_right
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from ingestion.store import to_ranges
-from replay.view.content import PAGE_BUDGET, Shown, shown_message
+from replay.view.content import PAGE_BUDGET, message_item
 
 CHUNK_CHARS = 400_000          # characters of display items per script file (each file stays < 2 MB)
 
 
-@dataclass
-class Context:
-    """What a state page needs to draw its context."""
+def script(key: str, value: bytes) -> bytes:
+    """A data/ file: JSON (already encoded) filed under `key` for the page's scripts, safe whatever the
+    strings hold (orjson leaves "</" as it is: escaped here, so no string can end a script early).
 
-    ranges: list[list[int]]   # item indices of the trace, half-open, oldest first; the system prompt too
-    system: bool              # the first item shown is the system prompt
-    dropped: int              # older messages left out for the page's budget
-    scripts: list[str]        # data/ files holding those items and the state's record, in order
-
-
-def item(shown: Shown) -> list[Any]:
-    """A display item as the script files hold it: [role, text, note, [[tool, arguments], ...]].
-
-    >>> from replay.view.content import Call
-    >>> item(Shown(role="tool", text="ok", note="c1", calls=(Call("Bash", "{}"),)))
-    ['tool', 'ok', 'c1', [['Bash', '{}']]]
+    >>> script("c0", b'[[0,0,["</script>"]]]')
+    b'(window.REPLAY_FILES = window.REPLAY_FILES || {})["c0"] = [[0,0,["<\\\\/script>"]]];\\n'
     """
-    return [shown.role, shown.text, shown.note, [[call.name, call.arguments] for call in shown.calls]]
+    return (b'(window.REPLAY_FILES = window.REPLAY_FILES || {})["' + key.encode() + b'"] = '
+            + value.replace(b"</", b"<\\/") + b";\n")
 
 
-class TraceData:
-    """Collects the display items of the trace being built and writes them in chunks to `data/`."""
+def budget(ranges: list[list[int]], sizes: list[int], system: bool,
+           limit: int = PAGE_BUDGET) -> tuple[list[list[int]], int]:
+    """The ranges a page shows, and how many older messages it leaves out: newest first until `limit`
+    characters are spent (the system prompt, when first, always shown; at least one message besides).
+    `sizes` are cumulative: item i is `sizes[i + 1] - sizes[i]` characters.
+
+    >>> budget([[0, 4]], [0, 5, 15, 25, 35], True, limit=30)
+    ([[0, 1], [2, 4]], 1)
+    >>> budget([[0, 2], [5, 6]], [0, 1, 2, 3, 4, 5, 6], False)
+    ([[0, 2], [5, 6]], 0)
+    """
+    if sum(sizes[stop] - sizes[start] for start, stop in ranges) <= limit:
+        return ranges, 0
+    indices = [i for start, stop in ranges for i in range(start, stop)]
+    head, body = (indices[:1], indices[1:]) if system else ([], indices)
+    spent, kept = sum(sizes[i + 1] - sizes[i] for i in head), 0
+    for index in reversed(body):
+        size = sizes[index + 1] - sizes[index]
+        if kept and spent + size > limit:
+            break
+        spent += size
+        kept += 1
+    shown: list[list[int]] = []
+    for index in head + body[len(body) - kept:]:
+        if shown and shown[-1][1] == index:
+            shown[-1][1] += 1
+        else:
+            shown.append([index, index + 1])
+    return shown, len(body) - kept
+
+
+class TraceItems:
+    """The display items of the trace being read, written to `data/c<k>.js` files as they fill: a file
+    holds parts, [segment, first item, [items]], of one or more traces (a short trace does not get a
+    file of its own: a run of 500-odd traces is 60 files, not 500)."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
-        self.trace = -1
-        self.sizes: list[tuple[str, int]] = []     # (file, bytes) per chunk written
-        self._key: object = None
-        self._reset()
-
-    def _reset(self) -> None:
-        self._index: dict[int, int] = {}     # id(message) -> item index
-        self._keep: list[Any] = []           # the messages whose ids are keys (ids stay unique)
-        self._size: list[int] = []           # display size per item
-        self._chunk_of: list[int] = []       # chunk number per item
-        self._pending: list[list[Any]] = []  # items of the open chunk
-        self._records: list[bytes] = []      # `"number":{record}` of the open chunk, encoded
-        self._first = 0                      # index of the open chunk's first item
+        self.sizes: list[tuple[str, int]] = []     # (file, bytes) per file written
+        self.segment: int | None = None
+        self._file = 0                       # number of the open file
+        self._parts: list[list[Any]] = []    # the open file's parts
         self._chars = 0
-        self._chunk = 0
+        self._open_segment()
 
-    def add_state(self, number: int, trace_id: str, messages: list[dict[str, Any]],
-                  record: dict[str, Any]) -> Context:
-        """Store a state's record and the items of its context; what its page must load. A new trace
-        flushes the last one."""
-        if trace_id != self._key:
-            self.close()
-            self._key, self.trace = trace_id, self.trace + 1
-        indices = [self._add(message) for message in messages]
-        system = bool(messages) and messages[0].get("role") == "system"
-        body = indices[1:] if system else indices
-        spent = self._size[indices[0]] if system else 0
-        kept = 0
-        for index in reversed(body):            # newest first until the page's budget is spent
-            if kept and spent + self._size[index] > PAGE_BUDGET:
-                break
-            spent += self._size[index]
-            kept += 1
-        shown = ([indices[0]] if system else []) + body[len(body) - kept:]
-        encoded = orjson.dumps(record)
-        self._records.append(b'"%d":%s' % (number, encoded))
-        self._chars += len(encoded)
-        chunks = {self._chunk_of[i] for i in shown} | {self._chunk}
-        return Context(ranges=to_ranges(shown), system=system, dropped=len(body) - kept,
-                       scripts=[self._name(c) for c in sorted(chunks)])
+    def _open_segment(self) -> None:
+        self._roles: list[str] = []
+        self._sizes = [0]                    # cumulative display sizes
+        self._starts: list[int] = []         # first item of each part of the segment
+        self._files: list[int] = []          # the file of each part
 
-    def _add(self, message: dict[str, Any]) -> int:
-        found = self._index.get(id(message))
-        if found is not None:
-            return found
-        shown = shown_message(message)
-        if (self._pending or self._records) and self._chars + shown.size > CHUNK_CHARS:
+    def context(self, segment: int, messages: list[dict[str, Any]],
+                ranges: list[list[int]]) -> dict[str, Any]:
+        """What a state's page needs to draw its context: {seg, files, ranges, system, dropped}.
+        `messages` is the segment's message table as read so far (segments come one after another)."""
+        if segment != self.segment:
+            self.segment = segment
+            self._open_segment()
+        for message in messages[len(self._roles):]:
+            self._add(message)
+        system = bool(ranges) and self._roles[ranges[0][0]] == "system"
+        shown, dropped = budget(ranges, self._sizes, system)
+        starts, files = self._starts, set()
+        for start, stop in shown:
+            files.update(self._files[bisect_right(starts, start) - 1:bisect_right(starts, stop - 1)])
+        return {"seg": segment, "files": sorted(files), "ranges": shown, "system": system, "dropped": dropped}
+
+    def _add(self, message: dict[str, Any]) -> None:
+        item, size = message_item(message)
+        if self._parts and self._chars + size > CHUNK_CHARS:
             self._flush()
-            self._chunk += 1
-        index = self._index[id(message)] = len(self._size)
-        self._keep.append(message)
-        self._size.append(shown.size)
-        self._chunk_of.append(self._chunk)
-        self._pending.append(item(shown))
-        self._chars += shown.size
-        return index
-
-    def _name(self, chunk: int) -> str:
-        return f"t{self.trace}-{chunk}.js"
+        if not self._parts or self._parts[-1][0] != self.segment:
+            self._parts.append([self.segment, len(self._roles), []])
+            self._starts.append(len(self._roles))
+            self._files.append(self._file)
+        self._parts[-1][2].append(item)
+        self._roles.append(item[0])
+        self._sizes.append(self._sizes[-1] + size)
+        self._chars += size
 
     def _flush(self) -> None:
-        if not self._pending and not self._records:
+        if not self._parts:
             return
-        name = self._name(self._chunk)
-        # orjson leaves "</" as it is: escaped here, no string can end a script element early.
-        body = (b"[%d,%s,{%s}]" % (self._first, orjson.dumps(self._pending), b",".join(self._records))
-                ).replace(b"</", b"<\\/")
-        data = b"(window.REPLAY_PAGES = window.REPLAY_PAGES || []).push(" + body + b");\n"
-        (self.folder / name).write_bytes(data)
-        self.sizes.append((f"data/{name}", len(data)))
-        self._first += len(self._pending)
-        self._pending, self._records, self._chars = [], [], 0
+        key = f"c{self._file}"
+        data = script(key, orjson.dumps(self._parts))
+        (self.folder / f"{key}.js").write_bytes(data)
+        self.sizes.append((f"data/{key}.js", len(data)))
+        self._file += 1
+        self._parts, self._chars = [], 0
 
     def close(self) -> None:
-        """Write the open chunk and forget the trace."""
+        """Write the open file."""
         self._flush()
-        self._reset()

@@ -12,7 +12,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from ingestion.schema import Action, TraceState
 from replay.view.verdicts import Decision
 
 SUMMARY_CHARS = 60
@@ -59,39 +58,48 @@ class Index:
     names: dict[str, Names] = field(default_factory=lambda: {k: Names() for k in (
         "verdict", "trace", "tool", "teacher", "tier", "outcome")})
 
-    def add(self, number: int, state: TraceState, decision: Decision) -> None:
-        """Count one state and append its row: [number, verdict, trace, turn, tools, teachers, winners,
-        tier, agreement, summary, outcome]."""
+    def add(self, number: int, row: dict[str, Any], decision: Decision) -> None:
+        """Count one state (its row of states.jsonl) and append its list row: [number, verdict, trace,
+        turn, tools, teachers, winners, tier, agreement, summary, outcome]."""
         self.verdicts[decision.verdict] += 1
-        if decision.match:
-            self.tiers[decision.match] += 1
+        match, winners, result = decision.match, decision.winners, decision.result
+        if match:
+            self.tiers[match] += 1
         for name in decision.excluded:
             self._teacher(name).excluded += 1
+        teachers, voters = self.teachers, set()
         for proposal in decision.proposals:
-            tally = self._teacher(proposal.teacher)
+            name = proposal["teacher"]
+            tally = teachers.get(name) or teachers.setdefault(name, TeacherTally())
             tally.answers += 1
-            tally.failed += proposal.action is None
-            tally.cached += proposal.cached
-            tally.cost_usd += proposal.cost_usd
-        voters = sorted({p.teacher for p in decision.proposals if p.action is not None})
+            if proposal.get("action") is None:
+                tally.failed += 1
+            else:
+                voters.add(name)
+            if proposal.get("cached"):
+                tally.cached += 1
+            tally.cost_usd += proposal.get("cost_usd") or 0.0
+        voted = sorted(voters)
         if decision.verdict in ("pair", "agree", "abstained"):
-            for name in voters:
-                self._teacher(name).voted += 1
-            for name in decision.winners:
+            for name in voted:
+                teachers[name].voted += 1
+            for name in winners:
                 self._teacher(name).won += 1
-        outcome = _outcome(state)
+        outcome = _outcome(row)
         if outcome:
             self.outcomes[outcome] += 1
         names = self.names
-        tools = sorted({call.name for call in state.student_action.tool_calls}
-                       | {call.name for call in (decision.chosen.tool_calls if decision.chosen else [])})
+        student, chosen = row["student_action"], decision.chosen
+        calls = [*(student.get("tool_calls") or ()), *(chosen.get("tool_calls") or () if chosen else ())]
+        tools = sorted({str(call.get("name")) for call in calls})
         self.rows.append([
-            number, names["verdict"].code(decision.verdict), names["trace"].code(state.trace_id), state.turn,
-            [names["tool"].code(t) for t in tools], [names["teacher"].code(t) for t in voters],
-            [names["teacher"].code(t) for t in decision.winners],
-            names["tier"].code(decision.match) if decision.match else -1,
-            round(decision.result.agreement, 3) if decision.result is not None else None,
-            summarize(state.student_action),
+            number, names["verdict"].code(decision.verdict), names["trace"].code(row["trace_id"]),
+            row["turn"],
+            [names["tool"].code(t) for t in tools], [names["teacher"].code(t) for t in voted],
+            [names["teacher"].code(t) for t in winners],
+            names["tier"].code(match) if match else -1,
+            round(result.get("agreement") or 0.0, 3) if result is not None else None,
+            summarize(student),
             names["outcome"].code(outcome) if outcome else -1,
         ])
 
@@ -102,32 +110,35 @@ class Index:
         return {key: names.values for key, names in self.names.items()}
 
 
-def _outcome(state: TraceState) -> str | None:
-    outcome = state.metadata.get("outcome") if isinstance(state.metadata, dict) else None
+def _outcome(row: dict[str, Any]) -> str | None:
+    metadata = row.get("metadata")
+    outcome = metadata.get("outcome") if isinstance(metadata, dict) else None
     kind = outcome.get("kind") if isinstance(outcome, dict) else None
     return kind if isinstance(kind, str) else None
 
 
-def summarize(action: Action, limit: int = SUMMARY_CHARS) -> str:
-    """One short line for an action: its first tool call (name and first argument), else its text.
+def summarize(action: dict[str, Any], limit: int = SUMMARY_CHARS) -> str:
+    """One short line for an action (an Action as JSON): its first tool call (name and first argument),
+    else its text.
 
-    >>> from ingestion.schema import ToolCall
-    >>> summarize(Action(tool_calls=[ToolCall(id="1", name="Bash", arguments={"command": "ls -la"})]))
+    >>> summarize({"tool_calls": [{"id": "1", "name": "Bash", "arguments": {"command": "ls -la"}}]})
     'Bash: ls -la'
-    >>> summarize(Action(tool_calls=[ToolCall(id="1", name="Edit", arguments={"replace_all": False,
-    ...                                                                         "file_path": "a.py"})]))
+    >>> summarize({"tool_calls": [{"id": "1", "name": "Edit", "arguments": {"replace_all": False,
+    ...                                                                     "file_path": "a.py"}}]})
     'Edit: a.py'
-    >>> summarize(Action(content="All done,\\n  thanks."))
+    >>> summarize({"content": "All done,\\n  thanks.", "tool_calls": []})
     'All done, thanks.'
     """
-    if action.tool_calls:
-        call = action.tool_calls[0]
-        values = list(call.arguments.values())
+    calls = action.get("tool_calls") or ()
+    if calls:
+        call = calls[0]
+        arguments = call.get("arguments")
+        values = list(arguments.values()) if isinstance(arguments, dict) else [arguments]
         first = next((v for v in values if isinstance(v, str)), values[0] if values else "")
-        text = f"{call.name}: {first if isinstance(first, str) else json.dumps(first)}"
-        if len(action.tool_calls) > 1:
-            text = f"{text} (+{len(action.tool_calls) - 1})"
+        text = f"{call.get('name')}: {first if isinstance(first, str) else json.dumps(first)}"
+        if len(calls) > 1:
+            text = f"{text} (+{len(calls) - 1})"
     else:
-        text = action.content
+        text = action.get("content") or ""
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -2,8 +2,8 @@
 
 What a run writes keeps growing (new verdicts, report keys, dataset columns, a new state storage), so
 the viewer reads it in one place and tolerates what is absent: a `--dry-run` has no answers, an older
-run no `states_failed`, a run without `replay.ablate` no ablation. States come through the run's own
-reader (`replay.pipeline.load_states`), never parsed here.
+run no `states_failed`, a run without `replay.ablate` no ablation. States are streamed by `stream.py`
+through the store's own reader of the trace table.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
-from ingestion.schema import Proposal, ReplayError, TraceState
+from ingestion.schema import ReplayError
 from replay.options import RunConfig
 
 PAIRS_FILE = "pairs.jsonl"
@@ -34,12 +34,12 @@ class ViewError(ReplayError):
 
 @dataclass
 class RunOutputs:
-    """A run folder as the viewer sees it; states are streamed separately (`iter_states`)."""
+    """A run folder as the viewer sees it; states are streamed separately (`stream.iter_rows`)."""
 
     folder: Path
     report: dict[str, Any]
     config: RunConfig | None                     # None: no run.json, or one this version cannot read
-    answers: dict[str, list[Proposal]] = field(default_factory=dict)
+    answers: dict[str, list[dict[str, Any]]] = field(default_factory=dict)   # proposals.jsonl's rows
     judged_pairs: dict[str, dict[str, Any]] = field(default_factory=dict)   # judge runs only
     unselected: set[str] = field(default_factory=set)      # ids --select left out (selection.json)
     ablation_rows: list[dict[str, str]] = field(default_factory=list)
@@ -96,17 +96,6 @@ def load_run(folder: Path) -> RunOutputs:
     return outputs
 
 
-def iter_states(folder: Path) -> Iterator[TraceState]:
-    """The run's states, in the run's order, one at a time (20,000 states never sit in memory)."""
-    from replay.pipeline import STATES_FILE, load_states
-
-    try:
-        yield from load_states(folder / STATES_FILE)
-    except (orjson.JSONDecodeError, ValidationError) as error:
-        raise ViewError(f"{folder / STATES_FILE}: not states written by replay.run "
-                        f"({str(error).splitlines()[0]})") from error
-
-
 def iter_verdicts(folder: Path) -> Iterator[dict[str, Any]] | None:
     """The run's verdicts.jsonl, one state's line at a time in states.jsonl's order; None without one
     (a dry run, or a run from before the file)."""
@@ -145,18 +134,22 @@ def _config(path: Path) -> RunConfig | None:
         return None   # a run.json from another version: the states and the report still show
 
 
-def _answers(path: Path) -> dict[str, list[Proposal]]:
-    answers: dict[str, list[Proposal]] = {}
+def _answers(path: Path) -> dict[str, list[dict[str, Any]]]:
+    """proposals.jsonl's rows by state, in the file's order (the order verdicts.jsonl's groups index).
+
+    Kept as JSON: the view shows them as they are, and validating every answer into a Proposal would
+    cost more than the rest of the view (a row that is not an answer stops the build with one line).
+    """
+    answers: dict[str, list[dict[str, Any]]] = {}
     with open(path, "rb") as handle:
         for number, line in enumerate(handle, 1):
-            if not line.strip():
+            if line.isspace():
                 continue
             try:
-                proposal = Proposal.model_validate(orjson.loads(line))
-            except (orjson.JSONDecodeError, ValidationError) as error:
-                raise ViewError(f"{path}:{number}: not a teacher answer ({str(error).splitlines()[0]})") \
-                    from error
-            answers.setdefault(proposal.state_id, []).append(proposal)
+                row = orjson.loads(line)
+                answers.setdefault(row["state_id"], []).append(row)
+            except (orjson.JSONDecodeError, KeyError, TypeError) as error:
+                raise ViewError(f"{path}:{number}: not a teacher answer ({error})") from error
     return answers
 
 

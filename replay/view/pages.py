@@ -1,6 +1,6 @@
-"""The view's pages as template contexts: an overview, the list, one page per state. Pure.
+"""What the view's pages show: the overview's template context and each state's record. Pure.
 
-`render.py` turns these into files; nothing here touches the disk.
+`render.py` and `records.py` turn these into files; nothing here touches the disk.
 """
 
 from __future__ import annotations
@@ -9,9 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ingestion.schema import TraceState
-from replay.view.content import call_diff, cut, shown_action
-from replay.view.context import item
+from replay.view.content import action_item, call_diff, cut
 from replay.view.index import Index
 from replay.view.load import RunOutputs
 from replay.view.verdicts import VERDICTS, Decision, report_count
@@ -32,40 +30,40 @@ class RunInfo:
     command: str = ""
 
 
-def state_record(state: TraceState, decision: Decision, prev: str | None,
-                 next_: str | None) -> dict[str, Any]:
-    """Everything a state's page shows but its context, as JSON data that `assets/state.js` draws as text.
-    Display items are `context.item` lists: [role, text, note, [[tool, arguments], ...]].
+def state_record(row: dict[str, Any], decision: Decision, context: dict[str, Any]) -> dict[str, Any]:
+    """Everything a state's page shows, as JSON data that `assets/state.js` draws as text: the state's
+    row of states.jsonl, its decision, and its context's place in data/ (`TraceItems.context`). Display
+    items are `content.action_item` lists: [role, text, note, [[tool, arguments], ...]]. `prev` and
+    `next` (the trace's turns before and after) are filled in by `records.StateRecords`.
 
-    >>> from ingestion.schema import Action
-    >>> s = TraceState(state_id="s", trace_id="t", turn=0, source="claude_code", student_action=Action(
-    ...     content="<script>x</script>"), messages=[{"role": "system", "content": "sys"}],
-    ...     metadata={"outcome": {"kind": "error", "calls": [{"name": "Bash", "error": "exit 1"}]}})
-    >>> r = state_record(s, Decision("not_asked"), None, "1.html")
-    >>> r["student"], r["next"], r["groups"], r["outcome"], r["errors"]
-    (['assistant', '<script>x</script>', '', []], '1.html', [], 'error', [['Bash', '', None, 'exit 1']])
+    >>> row = {"state_id": "s", "trace_id": "t", "turn": 0,
+    ...        "student_action": {"content": "<script>x</script>"},
+    ...        "metadata": {"outcome": {"kind": "error", "calls": [{"name": "Bash", "error": "exit 1"}]}}}
+    >>> r = state_record(row, Decision("not_asked"), {})
+    >>> r["student"], r["groups"], r["outcome"], r["errors"]
+    (['assistant', '<script>x</script>', '', []], [], 'error', [['Bash', '', None, 'exit 1']])
     """
-    metadata = state.metadata if isinstance(state.metadata, dict) else {}
+    metadata = row.get("metadata") if isinstance(row.get("metadata"), dict) else {}
     outcome = metadata.get("outcome") if isinstance(metadata.get("outcome"), dict) else {}
-    result = decision.result
+    result, student, chosen = decision.result, row["student_action"], decision.chosen
+    model = row.get("student_model")
     return {
-        "id": state.state_id, "trace": state.trace_id, "turn": state.turn,
-        "model": state.student_model or "unknown", "verdict": decision.verdict,
-        "agreement": round(result.agreement, 2) if result is not None else None,
-        "method": result.method if result is not None else None, "match": decision.match,
-        "reason": (result.reason or None) if result is not None else None,
+        "id": row["state_id"], "trace": row["trace_id"], "turn": row["turn"], "model": model or "unknown",
+        "verdict": decision.verdict,
+        "agreement": round(result.get("agreement") or 0.0, 2) if result is not None else None,
+        "method": result.get("method") if result is not None else None, "match": decision.match,
+        "reason": (result.get("reason") or None) if result is not None else None,
         "outcome": outcome.get("kind"), "recovery": metadata.get("recovery"),
         "errors": [[str(c.get("name") or "?"), str(c.get("kind") or ""), c.get("exit_code"), str(c["error"])]
                    for c in outcome.get("calls") or [] if isinstance(c, dict) and c.get("error")],
-        "student": item(shown_action(state.student_action, note=state.student_model or "")),
-        "thinking": cut(state.student_action.thinking or ""),
-        "chosen": item(shown_action(decision.chosen, note=", ".join(decision.winners)))
-        if decision.chosen else None,
-        "diff": call_diff(decision.chosen, state.student_action) if decision.chosen else [],
+        "student": action_item(student, note=model or ""),
+        "thinking": cut(student.get("thinking") or ""),
+        "chosen": action_item(chosen, note=", ".join(decision.winners)) if chosen else None,
+        "diff": call_diff(chosen, student) if chosen and decision.verdict == "pair" else [],
         "groups": groups(decision),
-        "failed": [item(shown_action(None, _who(p), p.error))
-                   for p in decision.proposals if p.action is None],
-        "excluded": decision.excluded, "prev": prev, "next": next_,
+        "failed": [action_item(None, _who(p), p.get("error")) for p in decision.proposals
+                   if p.get("action") is None],
+        "excluded": decision.excluded, "prev": None, "next": None, "context": context,
     }
 
 
@@ -73,28 +71,27 @@ def groups(decision: Decision) -> list[dict[str, Any]]:
     """The proposals as the consensus grouped them, winner first; without a consensus result (a judge
     run's undecided states) each teacher's answer is its own group.
 
-    >>> from ingestion.schema import Action, Proposal
-    >>> p = [Proposal(state_id="s", teacher=t, model=t, action=Action(content="x")) for t in "ab"]
+    >>> p = [{"teacher": t, "action": {"content": "x"}} for t in "ab"]
     >>> [(g["teachers"], g["winner"]) for g in groups(Decision("judged", p))]
     [(['a'], False), (['b'], False)]
     """
-    proposals = decision.proposals
-    result = decision.result
-    if result is None or not result.groups:
-        return [{"teachers": [p.teacher], "weight": 1.0, "winner": False,
-                 "members": [item(shown_action(p.action, _who(p)))]}
-                for p in proposals if p.action is not None]
-    return [{"teachers": group.teachers, "weight": group.weight,
-             "winner": result.reached and index == 0,
-             "members": [item(shown_action(proposals[i].action, _who(proposals[i]))) for i in group.members
-                         if i < len(proposals)]}
-            for index, group in enumerate(result.groups)]
+    proposals, result = decision.proposals, decision.result
+    if result is None or not result.get("groups"):
+        return [{"teachers": [p.get("teacher")], "weight": 1.0, "winner": False,
+                 "members": [action_item(p["action"], _who(p))]}
+                for p in proposals if p.get("action") is not None]
+    reached = bool(result.get("reached"))
+    return [{"teachers": group.get("teachers") or [], "weight": group.get("weight"),
+             "winner": reached and index == 0,
+             "members": [action_item(proposals[i].get("action"), _who(proposals[i]))
+                         for i in group.get("members") or () if i < len(proposals)]}
+            for index, group in enumerate(result["groups"])]
 
 
-def _who(proposal: Any) -> str:
-    sample = f" #{proposal.sample}" if proposal.sample else ""
-    cached = " (cached)" if proposal.cached else ""
-    return f"{proposal.teacher}{sample}{cached}"
+def _who(proposal: dict[str, Any]) -> str:
+    sample = f" #{proposal['sample']}" if proposal.get("sample") else ""
+    cached = " (cached)" if proposal.get("cached") else ""
+    return f"{proposal.get('teacher')}{sample}{cached}"
 
 
 def overview_page(run: RunOutputs, index: Index, matrix: Any, plot: str | None) -> dict[str, Any]:

@@ -1,9 +1,9 @@
 """Templates to files: jinja2 with autoescape on everywhere, and the list's index as script files.
 
 Session text is untrusted: every value reaches the page through an autoescaped template, or through
-`textContent` in assets/view.js, never as markup. The index is JSON inside script files (browsers
-refuse `fetch` from file:// pages, but load scripts), written with ensure_ascii so no byte of it can
-end the script early.
+`textContent` in assets/view.js and assets/state.js, never as markup. The index is JSON inside script
+files (browsers refuse `fetch` from file:// pages, but load scripts), written with ensure_ascii so no
+byte of it can end the script early.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Iterable
-from functools import cache, lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -23,25 +23,8 @@ CHUNK_ROWS = 5_000            # index rows per script file (~0.5 MB)
 def environment() -> Any:
     import jinja2
 
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True,
-                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    env.globals["shown"] = shown
-    env.globals["fragments"] = fragments
-    return env
-
-
-def fragments(items: Iterable[Any]) -> Any:
-    """Many messages as one piece of HTML (a long context is hundreds of them: one call, not one each)."""
-    from markupsafe import Markup
-
-    return Markup("".join(shown(item) for item in items))
-
-
-@lru_cache(maxsize=8192)
-def shown(item: Any, cls: str = "") -> Any:
-    """One message as HTML (the `shown` macro, autoescaped), remembered: the pages of a trace repeat
-    the same context messages, which are rendered once."""
-    return environment().get_template("macros.html.j2").module.shown(item, cls)
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True,
+                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
 
 
 def render(name: str, **context: Any) -> bytes:
@@ -93,28 +76,3 @@ def copy_assets(folder: Path, extra: Iterable[tuple[Path, str]] = ()) -> None:
 def _write(path: Path, data: bytes) -> int:
     path.write_bytes(data)
     return len(data)
-
-
-@cache
-def _shell() -> str:
-    """The state page's shell (templates/state.html), read once; `str.format` fills it."""
-    return (HERE / "templates" / "state.html").read_text(encoding="utf-8")
-
-
-def state_shell(number: int, title: str, run_name: str, run_folder: str, context: Any,
-                recent: int) -> bytes:
-    """A state's page: a shell naming its data (`context.Context`); `assets/state.js` draws the rest.
-    No template runs per state, and no session text is in the page (it is in data/, drawn as text).
-
-    >>> from replay.view.context import Context
-    >>> page = state_shell(3, "<t> · 0", "run", "/r", Context([[0, 2]], True, 0, ["t0-0.js"]), 4)
-    >>> b'data-n="3"' in page, b"&lt;t&gt;" in page, b'src="../data/t0-0.js"' in page
-    (True, True, True)
-    """
-    from markupsafe import escape
-
-    scripts = "".join(f'<script src="../data/{escape(name)}"></script>\n' for name in context.scripts)
-    ranges = escape(json.dumps(context.ranges, separators=(",", ":")))
-    return _shell().format(title=escape(title), folder=escape(run_folder), name=escape(run_name),
-                           number=number, ranges=ranges, system=int(context.system), recent=recent,
-                           dropped=context.dropped, scripts=scripts).encode("utf-8")

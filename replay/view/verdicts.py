@@ -1,7 +1,8 @@
 """Each state's verdict, its teachers' groups and the consensus, as the run decided them. Pure.
 
 A run writes every state's verdict to verdicts.jsonl (`replay/verdicts.py`): the viewer reads it
-(`stored_decision`). Runs from before it wrote counts only, so for them the viewer decides again from
+(`stored_decision`) as JSON, beside the state's answers from proposals.jsonl, with no model built.
+Runs from before it wrote counts only, so for them the viewer decides again (`decided_again`) from
 the run's own answers with the run's own functions: `pool_proposals` (same-family exclusion per state) and
 `settle` (the verdict), the way `replay.ablate` recomputes the run's pool, so the overview's counts are
 the report's by construction. A `--consensus judge` run's choice needs the judge: its pairs come from
@@ -12,14 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from consensus.result import ConsensusResult
 from ingestion.schema import Action, Proposal, ToolCall, TraceState
-from replay.ablation.evaluate import method_decider, pool_proposals
-from replay.decide import settle
-from replay.verdicts import stored_result
-from teachers.registry import TeacherSpec
+
+if TYPE_CHECKING:
+    from consensus.result import ConsensusResult
+    from teachers.registry import TeacherSpec
 
 # Every state is exactly one of these (DESIGN.md); `judged` and `not_asked` are the viewer's own.
 # `unselected`: left out by --select, never asked (report.json `states_unselected`).
@@ -44,25 +44,43 @@ class Setup:
 
 @dataclass
 class Decision:
+    """A state's decision as the view draws it: verdicts.jsonl's line and the state's answers as
+    proposals.jsonl holds them (JSON data; the groups' `members` index `proposals`)."""
+
     verdict: str
-    proposals: list[Proposal] = field(default_factory=list)
+    proposals: list[dict[str, Any]] = field(default_factory=list)
     excluded: list[str] = field(default_factory=list)
-    result: ConsensusResult | None = None
-    chosen: Action | None = None       # the consensus action (a judge run: the pair's chosen)
+    result: dict[str, Any] | None = None    # the consensus as verdicts.jsonl stores it
+
+    @property
+    def chosen(self) -> dict[str, Any] | None:
+        """The consensus action (a judge run: the pair's chosen), when one was reached."""
+        result = self.result
+        return result.get("action") if result is not None and result.get("reached") else None
 
     @property
     def match(self) -> str | None:
         """The tier that decided (`exact`, `intent`, ...) where the consensus records one."""
-        value = getattr(self.result, "match", None) if self.result is not None else None
+        value = self.result.get("match") if self.result is not None else None
         return str(value) if value else None
 
     @property
     def winners(self) -> list[str]:
-        return list(self.result.winner_teachers) if self.result is not None else []
+        return list(self.result.get("winner_teachers") or []) if self.result is not None else []
+
+
+@dataclass
+class Decided:
+    """A state decided again by the run's own functions (pydantic models, as they take and give)."""
+
+    verdict: str
+    proposals: list[Proposal] = field(default_factory=list)
+    excluded: list[str] = field(default_factory=list)
+    result: ConsensusResult | None = None
 
 
 def decide_state(state: TraceState, answers: Mapping[str, Sequence[Proposal]], setup: Setup | None,
-                 judged_pairs: Mapping[str, dict[str, Any]] | None = None) -> Decision:
+                 judged_pairs: Mapping[str, dict[str, Any]] | None = None) -> Decided:
     """The state's verdict from the run's answers.
 
     >>> from teachers.registry import TeacherSpec
@@ -71,50 +89,74 @@ def decide_state(state: TraceState, answers: Mapping[str, Sequence[Proposal]], s
     ...                student_action=bash("ls"), student_model="qwen3")
     >>> answers = {"s": [Proposal(state_id="s", teacher=t, model=t, action=bash("pwd")) for t in "ab"]}
     >>> d = decide_state(s, answers, Setup([TeacherSpec(name=t, model=t) for t in "ab"]))
-    >>> d.verdict, d.winners, d.chosen.tool_calls[0].arguments
+    >>> d.verdict, d.result.winner_teachers, d.result.action.tool_calls[0].arguments
     ('pair', ['a', 'b'], {'command': 'pwd'})
     >>> decide_state(s, {}, None).verdict
     'not_asked'
     """
+    # Deciding needs the run's consensus and teacher code; a run with verdicts.jsonl never imports it.
+    from replay.ablation.evaluate import method_decider, pool_proposals
+    from replay.decide import settle
+
     if setup is None or not setup.teachers:
-        return Decision("not_asked")
+        return Decided("not_asked")
     excluded, proposals = pool_proposals(setup.teachers, state, answers, setup.allow_same_family)
     if len(excluded) == len(setup.teachers) or not proposals:
-        return Decision("all_teachers_excluded", proposals, excluded)
+        return Decided("all_teachers_excluded", proposals, excluded)
     if setup.method == "judge":
         return _judged(state, proposals, excluded, judged_pairs or {})
     result = method_decider(setup.method, setup.min_agreement, setup.match)(state, proposals)
     verdict = settle(state, proposals, result, match=setup.match, row=False).verdict
     if verdict == "failed" and not setup.reports_failed:
         verdict = "abstained"          # a run from before the `failed` verdict (C3) counted it so
-    return Decision(verdict, proposals, excluded, result, result.action if result.reached else None)
+    return Decided(verdict, proposals, excluded, result)
 
 
-def stored_decision(record: Mapping[str, Any], answers: Mapping[str, Sequence[Proposal]]) -> Decision:
-    """A state's decision as the run stored it in verdicts.jsonl (its proposals from proposals.jsonl).
+def stored_decision(record: Mapping[str, Any], proposals: list[dict[str, Any]]) -> Decision:
+    """A state's decision as the run stored it in verdicts.jsonl, beside its answers in proposals.jsonl.
 
     >>> d = stored_decision({"state_id": "s", "verdict": "abstained", "excluded": ["c"], "result": {
-    ...     "method": "vote", "reached": False, "groups": []}}, {})
+    ...     "method": "vote", "reached": False, "groups": []}}, [])
     >>> d.verdict, d.excluded, d.chosen
     ('abstained', ['c'], None)
     """
-    result = stored_result(record)
-    chosen = result.action if result is not None and result.reached else None
-    return Decision(str(record["verdict"]), list(answers.get(record["state_id"], ())),
-                    list(record.get("excluded") or []), result, chosen)
+    result = record.get("result")
+    return Decision(str(record["verdict"]), proposals, list(record.get("excluded") or []),
+                    result if isinstance(result, dict) else None)
+
+
+def decided_again(state: TraceState, answers: Mapping[str, Sequence[Proposal]], setup: Setup | None,
+                  judged_pairs: Mapping[str, dict[str, Any]] | None = None
+                  ) -> tuple[Decision, dict[str, str]]:
+    """A state of a run without verdicts.jsonl: decided again (`decide_state`), as the line the run
+    would have written (`replay.verdicts.verdict_record`); the decision and the line's answer forms.
+
+    >>> decided_again(TraceState(state_id="s", trace_id="t", turn=0, source="claude_code", messages=[],
+    ...                          student_action=Action()), {}, None)[0].verdict
+    'not_asked'
+    """
+    from replay.verdicts import verdict_record
+
+    decided = decide_state(state, answers, setup, judged_pairs)
+    if setup is None:
+        return Decision(decided.verdict), {}
+    line = verdict_record(state, decided.verdict, None, decided.result, decided.proposals, decided.excluded)
+    return stored_decision(line, [p.model_dump(mode="json") for p in decided.proposals]), line["forms"]
 
 
 def _judged(state: TraceState, proposals: list[Proposal], excluded: list[str],
-            pairs: Mapping[str, dict[str, Any]]) -> Decision:
+            pairs: Mapping[str, dict[str, Any]]) -> Decided:
+    from consensus.result import ConsensusResult
+
     row = pairs.get(state.state_id)
     if row is None:
-        return Decision("judged", proposals, excluded)
+        return Decided("judged", proposals, excluded)
     chosen = action_of((row.get("chosen") or [{}])[0])
     result = ConsensusResult(method="judge", reached=True, action=chosen,
                              agreement=float(row.get("agreement") or 0.0),
                              teachers=list(row.get("teachers") or []),
                              winner_teachers=list(row.get("winner_teachers") or []))
-    return Decision("pair", proposals, excluded, result, chosen)
+    return Decided("pair", proposals, excluded, result)
 
 
 def action_of(message: dict[str, Any]) -> Action:

@@ -48,7 +48,7 @@
     body.textContent = "";
     hits.slice(page * PAGE, (page + 1) * PAGE).forEach(function (r) {
       var tr = document.createElement("tr");
-      var a = document.createElement("a"); a.href = "states/" + r[0] + ".html"; a.textContent = String(r[0]);
+      var a = document.createElement("a"); a.href = "state.html#" + r[0]; a.textContent = String(r[0]);
       var td = document.createElement("td"); td.appendChild(a); tr.appendChild(td);
       cell(tr, M.trace[r[2]]); cell(tr, String(r[3]), "num");
       var v = document.createElement("span"); v.className = "verdict v-" + M.verdict[r[1]];
