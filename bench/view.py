@@ -111,13 +111,14 @@ def build_run(folder: Path, n: int, turns: int, verdicts: bool = True) -> None:
 
 
 CPU: list[float] = []        # CPU seconds (user + system) of each timed child, in order
+STDOUT: list[bytes] = [b""]  # what the last timed child printed
 
 
 def timed(argv: list[str]) -> float:
     """Wall seconds of one child; its CPU seconds go to CPU (steadier than wall on a shared machine)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    subprocess.run(argv, cwd=ROOT, check=True, capture_output=True)
+    STDOUT[0] = subprocess.run(argv, cwd=ROOT, check=True, capture_output=True).stdout
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     CPU.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
@@ -180,10 +181,13 @@ def main() -> None:
             # the last turn of a trace: the longest context a page of this run shows
             state = f"{(run / 'view' / 'state.html').as_uri()}#{args.turns - 1}"
             pages = [dump_time(browser, state, profile) for _ in range(args.repeat)]
+            drawn = STDOUT[0].partition(b'id="context"')[2].count(b'class="msg ')
+            if drawn != 2 * (args.turns - 1) + 2:      # timing a page that did not draw would mean nothing
+                sys.exit(f"the state page drew {drawn} context messages, not {2 * (args.turns - 1) + 2}")
             print(f"chromium --dump-dom: list page median {statistics.median(lists):.2f} s, overview "
                   f"{statistics.median(overviews):.2f} s; ratio "
                   f"{statistics.median(lists) / statistics.median(overviews):.2f}; a state page with "
-                  f"{2 * (args.turns - 1) + 2} context messages {statistics.median(pages):.2f} s")
+                  f"{drawn} context messages (drawn) {statistics.median(pages):.2f} s")
 
 
 if __name__ == "__main__":

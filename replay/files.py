@@ -12,6 +12,12 @@ from typing import Any
 
 import orjson
 
+# The run's own files, written by replay.pipeline: named here so that readers (the view) need not
+# import the pipeline, which brings the teachers package and its clients with it.
+REPORT_FILE = "report.json"
+PROPOSALS_FILE = "proposals.jsonl"
+CONFIG_FILE = "run.json"  # the run's settings, for replay.ablate
+
 
 def temp_path(path: Path) -> Path:
     """A unique sibling of `path` to write into before replacing it.

@@ -19,7 +19,7 @@ from ingestion.stats import IngestStats
 from ingestion.store import STATES_FILE as STATES_FILE  # re-exported: the name callers knew
 from ingestion.store import StateWriter
 from ingestion.store import load_states as load_states  # re-exported: the view and benches read it here
-from replay.files import write_json, write_jsonl
+from replay.files import CONFIG_FILE, PROPOSALS_FILE, REPORT_FILE, write_json, write_jsonl
 from replay.options import PoolOptions, RunConfig
 from replay.outdir import check_out, keep_failed, run_folder, swap_in
 from replay.report import Report, failure_kinds, too_many_failed
@@ -29,10 +29,6 @@ from replay.waves import estimate_waves
 if TYPE_CHECKING:
     from teachers.pool import TeacherPool
     from teachers.redact_state import StateRedactor
-
-REPORT_FILE = "report.json"
-PROPOSALS_FILE = "proposals.jsonl"
-CONFIG_FILE = "run.json"  # the run's settings, for replay.ablate
 
 
 @contextmanager

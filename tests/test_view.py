@@ -336,3 +336,17 @@ def test_the_overview_shows_an_ablation_when_the_run_has_one(run: Path, tmp_path
     shares = re.search(r'id="teacher-shares".*?</table>', overview, re.S)
     assert shares and "shapley pairs" in shares.group(0) and ">sonnet<" in shares.group(0)
     assert '<img class="plot" src="frontier.png"' in overview and (copy / "view/frontier.png").is_file()
+
+
+@pytest.mark.parametrize("pool", [
+    "gpt-5,deepseek,kimi",
+    "a=openai/a@http://127.0.0.1:9/v1, b=openai/b@http://127.0.0.1:9/v1,sonnet=openai/claude-sonnet-4-5@http://127.0.0.1:9",
+    "deepseek#price=1/2,c=kimi,d=deepseek#price=0.5/1.5/0.1",
+])
+def test_the_view_names_a_pool_as_the_registry_does(pool: str) -> None:
+    """The view reads teacher names off run.json's pool without importing the teachers package."""
+    from replay.view.load import pool_names
+    from teachers.registry import parse_pool
+
+    assert pool_names(pool) == [spec.name for spec in parse_pool(pool)]
+

@@ -15,6 +15,7 @@ import shutil
 import time
 import uuid
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -70,7 +71,7 @@ def build_view(run_dir: Path, out: Path | None = None) -> ViewSummary:
 
 def _build(run: RunOutputs, work: Path) -> list[tuple[str, int, int]]:
     """Every file into `work`; (file name, bytes, states so far) per file written."""
-    setup = _setup(run)
+    setup = cache(lambda: _setup(run))      # only to decide states again: it imports the teachers
     info = RunInfo(name=run.folder.resolve().name, folder=str(run.folder.resolve()),
                    teachers=run.teachers, method=run.method,
                    command=run.config.command if run.config is not None else "")
@@ -81,14 +82,14 @@ def _build(run: RunOutputs, work: Path) -> list[tuple[str, int, int]]:
         try:
             state_id = row["state_id"]
             if state_id in run.unselected:      # never asked: verdicts.jsonl has no line for it
-                decision = Decision("unselected") if setup is not None else Decision("not_asked")
+                decision = Decision("unselected") if run.teachers is not None else Decision("not_asked")
             elif (line := next(stored, None) if stored is not None else None) is not None \
                     and line.get("state_id") == state_id:
                 decision = stored_decision(line, run.answers.get(state_id, []))
                 _add_forms(forms, state_id, line.get("forms"))
             else:                       # a run from before verdicts.jsonl, or one that does not match
                 stored = None
-                decision, seen = _decide(row, segments, run, setup)
+                decision, seen = _decide(row, segments, run, setup())
                 _add_forms(forms, state_id, seen)
             index.add(number, row, decision)
             context = items.context(row["segment"], segments.messages, row["messages"])
@@ -110,7 +111,7 @@ def _build(run: RunOutputs, work: Path) -> list[tuple[str, int, int]]:
     plot = PLOT if run.ablation_plot is not None else None
     plots = ((run.ablation_plot, PLOT), (run.frontier_plot, FRONTIER))
     copy_assets(work, [(path, name) for path, name in plots if path is not None])
-    overview = overview_page(run, index, _matrix(forms, setup), plot)
+    overview = overview_page(run, index, _matrix(forms, run.teacher_names), plot)
     sizes.append(("index.html", write_page(work / "index.html", "overview.html.j2", title="overview",
                                            root="", run=info, **overview), info.states))
     return sizes
@@ -144,12 +145,11 @@ def _add_forms(forms: dict[str, dict[str, str]], state_id: str, seen: dict[str, 
         forms.setdefault(name, {})[state_id] = form
 
 
-def _matrix(forms: dict[str, dict[str, Any]], setup: Setup | None) -> Any:
-    from replay.ablation.agreement import AgreementMatrix, pair_agreement
-
-    names = [t.name for t in setup.teachers] if setup is not None else []
+def _matrix(forms: dict[str, dict[str, Any]], names: list[str]) -> Any:
     if len(names) < 2 or not forms:
         return None
+    from replay.ablation.agreement import AgreementMatrix, pair_agreement
+
     cells = [[pair_agreement(a, b, forms.get(a, {}), forms.get(b, {})) for b in names] for a in names]
     return AgreementMatrix(teachers=names, cells=cells)
 

@@ -40,10 +40,11 @@ class Names:
         self._codes: dict[str, int] = {}
 
     def code(self, value: str) -> int:
-        if value not in self._codes:
-            self._codes[value] = len(self.values)
+        found = self._codes.get(value)
+        if found is None:
+            found = self._codes[value] = len(self.values)
             self.values.append(value)
-        return self._codes[value]
+        return found
 
 
 @dataclass
@@ -61,16 +62,20 @@ class Index:
     def add(self, number: int, row: dict[str, Any], decision: Decision) -> None:
         """Count one state (its row of states.jsonl) and append its list row: [number, verdict, trace,
         turn, tools, teachers, winners, tier, agreement, summary, outcome]."""
-        self.verdicts[decision.verdict] += 1
-        match, winners, result = decision.match, decision.winners, decision.result
-        if match:
-            self.tiers[match] += 1
+        verdict, result, names, teachers = decision.verdict, decision.result, self.names, self.teachers
+        self.verdicts[verdict] += 1
+        match, winners, agreement = None, (), None
+        if result is not None:
+            match, winners = result.get("match") or None, result.get("winner_teachers") or ()
+            agreement = round(result.get("agreement") or 0.0, 3)
+            if match:
+                self.tiers[match] += 1
         for name in decision.excluded:
             self._teacher(name).excluded += 1
-        teachers, voters = self.teachers, set()
+        voters = set()
         for proposal in decision.proposals:
             name = proposal["teacher"]
-            tally = teachers.get(name) or teachers.setdefault(name, TeacherTally())
+            tally = teachers.get(name) or self._teacher(name)
             tally.answers += 1
             if proposal.get("action") is None:
                 tally.failed += 1
@@ -80,7 +85,7 @@ class Index:
                 tally.cached += 1
             tally.cost_usd += proposal.get("cost_usd") or 0.0
         voted = sorted(voters)
-        if decision.verdict in ("pair", "agree", "abstained"):
+        if verdict in ("pair", "agree", "abstained"):
             for name in voted:
                 teachers[name].voted += 1
             for name in winners:
@@ -88,19 +93,16 @@ class Index:
         outcome = _outcome(row)
         if outcome:
             self.outcomes[outcome] += 1
-        names = self.names
         student, chosen = row["student_action"], decision.chosen
-        calls = [*(student.get("tool_calls") or ()), *(chosen.get("tool_calls") or () if chosen else ())]
-        tools = sorted({str(call.get("name")) for call in calls})
+        tools = {str(call.get("name")) for call in student.get("tool_calls") or ()}
+        if chosen:
+            tools.update(str(call.get("name")) for call in chosen.get("tool_calls") or ())
+        teacher = names["teacher"].code
         self.rows.append([
-            number, names["verdict"].code(decision.verdict), names["trace"].code(row["trace_id"]),
-            row["turn"],
-            [names["tool"].code(t) for t in tools], [names["teacher"].code(t) for t in voted],
-            [names["teacher"].code(t) for t in winners],
-            names["tier"].code(match) if match else -1,
-            round(result.get("agreement") or 0.0, 3) if result is not None else None,
-            summarize(student),
-            names["outcome"].code(outcome) if outcome else -1,
+            number, names["verdict"].code(verdict), names["trace"].code(row["trace_id"]), row["turn"],
+            [names["tool"].code(t) for t in sorted(tools)], [teacher(t) for t in voted],
+            [teacher(t) for t in winners], names["tier"].code(str(match)) if match else -1, agreement,
+            summarize(student), names["outcome"].code(outcome) if outcome else -1,
         ])
 
     def _teacher(self, name: str) -> TeacherTally:

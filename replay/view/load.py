@@ -9,6 +9,7 @@ through the store's own reader of the trace table.
 from __future__ import annotations
 
 import csv
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +25,7 @@ PAIRS_FILE = "pairs.jsonl"
 ABLATION_DIR = "ablation"
 ABLATION_PLOT, ABLATION_TABLE = "ablation.png", "ablation.csv"
 TEACHERS_TABLE, FRONTIER_PLOT, ABLATION_JSON = "teachers.csv", "frontier.png", "ablation.json"
+_PRICE = re.compile(r"#price=[^#\s]+$")     # teachers.registry's price suffix
 # What the viewer keeps of a pairs.jsonl row (a judge's choice is only known from it): never the prompt.
 PAIR_KEYS = ("state_id", "chosen", "winner_teachers", "teachers", "agreement", "votes", "method")
 
@@ -56,13 +58,31 @@ class RunOutputs:
         return self.config.pool.teachers
 
     @property
+    def teacher_names(self) -> list[str]:
+        """The pool's teachers by name, in --teachers order (none when no teacher was asked)."""
+        return pool_names(self.teachers) if self.teachers is not None else []
+
+    @property
     def method(self) -> str:
         return self.config.consensus.method if self.config is not None else "vote"
 
 
+def pool_names(teachers: str) -> list[str]:
+    """The names `teachers.registry.parse_pool` gives the entries of a `--teachers` pool, in order (a
+    test keeps the two equal): a run that was asked parsed its pool already, and importing the teachers
+    package to parse it again would cost the view more than a thousand states do.
+
+    >>> pool_names("gpt-5, a=openai/m@http://127.0.0.1:8000/v1,deepseek#price=1/2,b=kimi#price=kimi-k2")
+    ['gpt-5', 'a', 'deepseek', 'b']
+    """
+    entries = (_PRICE.sub("", entry.strip()) for entry in teachers.split(","))
+    return [entry.partition("=")[0] if "=" in entry else entry for entry in entries if entry]
+
+
 def load_run(folder: Path) -> RunOutputs:
     """The run's report, settings, answers and ablation outputs (a one-line ViewError if it is no run)."""
-    from replay.pipeline import CONFIG_FILE, PROPOSALS_FILE, REPORT_FILE, STATES_FILE
+    from ingestion.store import STATES_FILE
+    from replay.files import CONFIG_FILE, PROPOSALS_FILE, REPORT_FILE
     from replay.select import SELECTION_FILE
 
     if not folder.is_dir():

@@ -46,10 +46,15 @@
     var n = parseInt(location.hash.slice(1), 10), where = window.REPLAY_WHERE || [], block = -1;
     root.textContent = "";
     for (var i = 0; i < where.length && where[i] <= n; i++) block = where[i];
-    if (!(n >= 0) || block < 0) { add(root, el("p", "meta", "No state " + location.hash.slice(1) + " in this run: pick one from the list of states.")); return; }
+    function none() {
+      var p = add(root, el("p", "meta", "No state " + location.hash.slice(1) + " in this run: pick one from the "));
+      add(p, el("a", null, "list of states")).href = "states.html";
+    }
+    if (!(n >= 0) || block < 0) { none(); return; }
     load(["s" + block], function () {
       var found = files()["s" + block], rec = found && found[n - block];
-      if (!rec) { add(root, el("p", "meta", "This state's files are missing from data/.")); return; }
+      if (!found) { add(root, el("p", "meta", "This state's files are missing from data/.")); return; }
+      if (!rec) { none(); return; }
       var c = rec.context;
       load(c.files.map(function (k) { return "c" + k; }), function () { draw(rec); });
     });
