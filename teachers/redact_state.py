@@ -100,13 +100,10 @@ class StateRedactor:
             found += hits
         action, hits = redact_action(state.student_action, self.key)
         found += hits
-        metadata = {}
-        for name, value in state.metadata.items():
-            if name in METADATA_IDS:
-                metadata[name] = value
-            else:
-                metadata[name], hits = redact_value(value, self.key, name)
-                found += hits
+        scanned, hits = redact_value({k: v for k, v in state.metadata.items() if k not in METADATA_IDS},
+                                     self.key)
+        found += hits
+        metadata = {k: v if k in METADATA_IDS else scanned[k] for k, v in state.metadata.items()}
         if found and any(metadata.get(name) is not None for name in TOKEN_FIELDS):
             metadata = {**metadata, **{name: None for name in TOKEN_FIELDS if name in metadata}}
             self.states_token_ids_dropped += 1
