@@ -47,7 +47,7 @@ def build_view(run_dir: Path, out: Path | None = None) -> ViewSummary:
     """Write the view of the run in `run_dir` to `out` (default `run_dir/view`)."""
     started = time.monotonic()
     # The build holds every answer of the run and makes no reference cycles: the cyclic collector
-    # would walk those objects again and again for nothing (a third of the build's time).
+    # would walk those objects again and again for nothing (15% of the build of 20,000 states).
     collecting = gc.isenabled()
     gc.disable()
     try:

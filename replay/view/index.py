@@ -136,8 +136,11 @@ def summarize(action: dict[str, Any], limit: int = SUMMARY_CHARS) -> str:
         call = calls[0]
         arguments = call.get("arguments")
         values = list(arguments.values()) if isinstance(arguments, dict) else [arguments]
-        first = next((v for v in values if isinstance(v, str)), values[0] if values else "")
-        text = f"{call.get('name')}: {first if isinstance(first, str) else json.dumps(first)}"
+        first = values[0] if values else ""
+        if not isinstance(first, str):
+            found = next((v for v in values if isinstance(v, str)), None)
+            first = found if found is not None else json.dumps(first)
+        text = f"{call.get('name')}: {first}"
         if len(calls) > 1:
             text = f"{text} (+{len(calls) - 1})"
     else:

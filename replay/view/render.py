@@ -2,18 +2,19 @@
 
 Session text is untrusted: every value reaches the page through an autoescaped template, or through
 `textContent` in assets/view.js and assets/state.js, never as markup. The index is JSON inside script
-files (browsers refuse `fetch` from file:// pages, but load scripts), written with ensure_ascii so no
-byte of it can end the script early.
+files (browsers refuse `fetch` from file:// pages, but load scripts), with "</" escaped so that no
+string can end a script early.
 """
 
 from __future__ import annotations
 
-import json
 import shutil
 from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 HERE = Path(__file__).resolve().parent
 CHUNK_ROWS = 5_000            # index rows per script file (~0.5 MB)
@@ -45,8 +46,8 @@ def script_data(before: str, value: Any, after: str = ";") -> bytes:
     >>> script_data("REPLAY.meta = ", {"trace": ["</script><b>"]})
     b'REPLAY.meta = {"trace":["<\\\\/script><b>"]};\\n'
     """
-    text = json.dumps(value, ensure_ascii=True, separators=(",", ":")).replace("</", "<\\/")
-    return f"{before}{text}{after}\n".encode("ascii")
+    # orjson leaves "</" as it is: escaped here, so no string can end a script element early.
+    return before.encode() + orjson.dumps(value).replace(b"</", b"<\\/") + after.encode() + b"\n"
 
 
 def write_index(folder: Path, meta: dict[str, list[str]], rows: list[list[Any]]) -> tuple[list[str], int]:
