@@ -11,7 +11,8 @@ each in a fresh process, medians of --repeat:
 - the largest file written and the bytes the list page loads (states.html + its data scripts);
 - with --browser, headless Chromium's `--dump-dom` of the list page (all N states indexed, filters drawn)
   against the same for the overview (ratio): what "opens fast" costs over a page with no index; and of
-  the state with the longest context (`state.html#N`, drawn by assets/state.js from data/);
+  the state with the longest context (`state.html#N`, drawn by assets/state.js from data/; checked to
+  have drawn it, and the page's own time from navigation to drawn beside the browser's whole run);
 - the CPU seconds (user + system) of both children beside their wall time: on a shared machine the CPU
   ratio is the steadier figure.
 """
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import resource
 import shutil
 import statistics
@@ -180,14 +182,19 @@ def main() -> None:
                          for _ in range(args.repeat)]
             # the last turn of a trace: the longest context a page of this run shows
             state = f"{(run / 'view' / 'state.html').as_uri()}#{args.turns - 1}"
-            pages = [dump_time(browser, state, profile) for _ in range(args.repeat)]
+            pages, drawn_ms = [], []
+            for _ in range(args.repeat):
+                pages.append(dump_time(browser, state, profile))
+                found = re.search(rb'data-drawn-ms="(\d+)"', STDOUT[0])
+                drawn_ms.append(int(found.group(1)) if found else -1)
             drawn = STDOUT[0].partition(b'id="context"')[2].count(b'class="msg ')
             if drawn != 2 * (args.turns - 1) + 2:      # timing a page that did not draw would mean nothing
                 sys.exit(f"the state page drew {drawn} context messages, not {2 * (args.turns - 1) + 2}")
             print(f"chromium --dump-dom: list page median {statistics.median(lists):.2f} s, overview "
                   f"{statistics.median(overviews):.2f} s; ratio "
                   f"{statistics.median(lists) / statistics.median(overviews):.2f}; a state page with "
-                  f"{drawn} context messages (drawn) {statistics.median(pages):.2f} s")
+                  f"{drawn} context messages (drawn) {statistics.median(pages):.2f} s, of which the page "
+                  f"itself (navigation to drawn) {statistics.median(drawn_ms)} ms")
 
 
 if __name__ == "__main__":

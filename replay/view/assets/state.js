@@ -149,6 +149,8 @@
     var split = Math.max(0, shown.length - RECENT);
     if (split) add(box, folded(split + " older messages", shown.slice(0, split)));
     shown.slice(split).forEach(function (it) { add(box, message(it)); });
+    // When the page was drawn, from its navigation: what the page costs, without the browser's start.
+    root.setAttribute("data-drawn-ms", String(Math.round(performance.now())));
   }
   window.addEventListener("hashchange", function () { show(); window.scrollTo(0, 0); });
   show();
