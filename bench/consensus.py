@@ -121,7 +121,8 @@ def _caches() -> list[dict]:
     import consensus.canonical
     import consensus.intent
 
-    found = (getattr(consensus.canonical, "_CALLS", None), getattr(consensus.intent, "_CACHE", None))
+    found = [getattr(module, name, None) for module, name in ((consensus.canonical, "_CALLS"),
+             (consensus.canonical, "_TEXTS"), (consensus.intent, "_CACHE"))]
     return [cache for cache in found if isinstance(cache, dict)]
 
 
