@@ -83,12 +83,22 @@ def normalize_path(path: str, cwd: str | None = None) -> str:
         return path   # what the lines below give for a plain relative path, at a tenth of the cost
     if not cwd or path.startswith("~"):
         return posixpath.normpath(path)
-    root = posixpath.normpath(cwd)
+    root = _root(cwd)
+    prefix = root.rstrip("/") + "/"
+    # `./a.py` and `<cwd>/a.py` with a plain rest: what the lines below give, without normpath.
+    rest = path[2:] if path.startswith("./") else path[len(prefix):] if path.startswith(prefix) else ""
+    if rest and _is_plain(rest):
+        return rest
     full = posixpath.normpath(posixpath.join(root, path))
     if full == root:
         return "."
-    prefix = root.rstrip("/") + "/"
     return full[len(prefix):] if full.startswith(prefix) else full  # relpath, without its cost
+
+
+@lru_cache(maxsize=64)
+def _root(cwd: str) -> str:
+    """The cwd normalised (once per cwd: a run has a handful)."""
+    return posixpath.normpath(cwd)
 
 
 def _is_plain(path: str) -> bool:
@@ -171,7 +181,7 @@ def strip_cd_cwd(command: str, cwd: str | None) -> str:
     >>> strip_cd_cwd("cd /repo && pytest  -q", "/repo"), strip_cd_cwd("cd src && ls", "/repo")
     ('pytest  -q', 'cd src && ls')
     """
-    root = posixpath.normpath(cwd) if cwd else ""
+    root = _root(cwd) if cwd else ""
     match = _CD_PREFIX.match(command.lstrip())
     if not root or not match:
         return command
@@ -209,7 +219,7 @@ def normalize_command(command: str, cwd: str | None = None, rule: ShellRule | No
         command = _TRAILING_SEMICOLONS.sub("", command)
     if rule.strip_cd_cwd:
         command = strip_cd_cwd(command, cwd)
-    root = posixpath.normpath(cwd) if cwd else ""
+    root = _root(cwd) if cwd else ""
     if not root.startswith("/"):  # without an absolute cwd there is nothing to make relative
         return command
     if rule.relative_paths and root != "/" and root in command:
