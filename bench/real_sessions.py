@@ -1,32 +1,36 @@
 """Dry-run speed on real Claude Code sessions, beside a baseline checkout (issue #29).
 
-    python -m bench.real_sessions gather --dest ~/cc-corpus --repo OWNER/NAME ... [--git-dir PATH ...]
-                                         [--copy DIR ...]
+    python -m bench.real_sessions gather --dest ~/cc-corpus [--known] [--repo OWNER/NAME ...]
+                                         [--git-dir PATH ...] [--copy DIR ...]
     python -m bench.real_sessions measure --corpus ~/cc-corpus [--baseline /tmp/base] [--repeat 3]
                                           [--ccl /tmp/ccl-venv/bin/python]
 
-`gather` builds a corpus of real public sessions OUTSIDE the repository (never commit one): each `--repo`
-is cloned (`git clone --depth 1 https://github.com/OWNER/NAME`), each `--git-dir` (a bare clone or a
-mirror already on disk) is read with `git ls-tree`/`git cat-file` at HEAD, each `--copy` folder (your own
-`~/.claude/projects`) is copied; every `*.jsonl` whose first records look like Claude Code's (a
-`sessionId` and a `type` of user/assistant/summary/system) lands under DEST/<source>/, keeping its path.
-Repositories that publish their agent sessions are found by searching code for `.claude/projects`
-session logs (e.g. repos with `claude-dev-log-diary/jsonl/`). Issue #29 asks for at least 200 MB;
-`gather` prints the total.
+`gather` builds a corpus of real public sessions OUTSIDE the repository (never commit one). People who
+commit their own `~/.claude` folder publish their sessions; most later delete them, so every `*.jsonl`
+path in a repository's whole history is taken at its newest version (a deleted file at the version
+before its deletion). `--known` gathers the repositories this benchmark was measured on (KNOWN: 771 MB
+in 2,907 files on 2026-11-25, CLI 1.0.80 to 2.1.111; two thirds from one author). Each `--repo` is
+cloned from GitHub (full history), each `--git-dir` (a bare clone or a mirror on disk) read in place,
+each `--copy` folder (your own `~/.claude/projects`) copied; every file whose first records look like
+Claude Code's (a `sessionId` and a `type` of user/assistant/summary/system) lands under
+DEST/<source>/, keeping its path. Issue #29 asks for at least 200 MB; `gather` prints the total.
 
-`measure` runs `python -m replay.run --source CORPUS --out TMP --dry-run` with redaction and with
-`--no-redact`, in this checkout and in `--baseline` (e.g. `git worktree add /tmp/base 964449d`), each
-`--repeat` times in a fresh process: median seconds, MB/s over the corpus' bytes, peak RSS (getrusage of
-the child) and the size of the output folder, then the ratios. With `--ccl` (a Python that has
-claude-code-log installed, e.g. `python -m venv /tmp/ccl-venv && /tmp/ccl-venv/bin/pip install
-claude-code-log`), claude-code-log's `load_transcript` over the same files is timed too: the peer
-reader users already run on these files. `--profile` adds a cProfile of one redacting run of this
-checkout (top functions by cumulative time) to say where the time goes.
+`measure` runs `python -m replay.run --source CORPUS --out TMP --dry-run` in this checkout (with
+redaction and the default worker processes; with `--ingest-workers 1`; with `--no-redact`) and in
+`--baseline` (e.g. `git worktree add /tmp/base 964449d`), each `--repeat` times in a fresh process,
+interleaved: median seconds, MB/s over the corpus' bytes, peak RSS of the main process and of its
+largest worker (getrusage), and the size of the output folder, then the ratios. Outputs of this
+checkout and the baseline are compared byte for byte (states.jsonl, traces.jsonl). With `--ccl` (a
+Python that has claude-code-log installed, e.g. `python -m venv /tmp/ccl-venv && /tmp/ccl-venv/bin/pip
+install claude-code-log`), claude-code-log's `load_transcript` over the same files is timed too: the
+peer reader users already run on these files (one process). `--profile` adds a cProfile of one
+single-process redacting run of this checkout.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -35,10 +39,18 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 _KINDS = {"user", "assistant", "summary", "system", "attachment", "file-history-snapshot"}
+# Public repositories holding someone's committed ~/.claude with its sessions (found 2026-11-25 by
+# searching code for session records; MB after the filter, at the versions `gather` takes).
+KNOWN = {
+    "aistrad/work": 494.5, "Mkid095/vps-system": 139.6, "SWORDIntel/claude-backups": 48.4,
+    "LAF-US/IDAHO-VAULT": 43.5, "adrianstanca1/vps-config": 27.1, "Trollz1004/OMEGA-public": 11.1,
+    "4thehalibit/omarchy-backup": 6.6, "InvictusAutomation/oc-admin-home-shared": 0.6,
+}
 
 
 def looks_like_session(head: bytes) -> bool:
@@ -69,16 +81,32 @@ def _keep(dest: Path, name: str, data: bytes) -> int:
     return len(data)
 
 
+def _git(git_dir: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", "--git-dir", str(git_dir), *args], capture_output=True)
+
+
+def _history_versions(git_dir: Path) -> dict[str, str]:
+    """path -> the blob spec of its newest version on any branch (before its deletion, if deleted)."""
+    log = _git(git_dir, "log", "--all", "--format=@%H", "--name-status", "--no-renames", "--",
+               "*.jsonl").stdout.decode("utf-8", "replace")
+    versions: dict[str, str] = {}
+    commit = ""
+    for line in log.splitlines():   # newest commit first: the first mention of a path wins
+        if line.startswith("@"):
+            commit = line[1:]
+        elif "\t" in line:
+            status, path = line.split("\t", 1)
+            if path not in versions:
+                versions[path] = f"{commit}^:{path}" if status.startswith("D") else f"{commit}:{path}"
+    return versions
+
+
 def _from_git_dir(git_dir: Path, dest: Path) -> int:
-    listing = subprocess.run(["git", "--git-dir", str(git_dir), "ls-tree", "-r", "HEAD"], check=True,
-                             capture_output=True, text=True).stdout
     total = 0
-    for line in listing.splitlines():
-        meta, path = line.split("\t", 1)
-        if path.endswith(".jsonl") and meta.split()[1] == "blob":
-            blob = subprocess.run(["git", "--git-dir", str(git_dir), "cat-file", "blob", meta.split()[2]],
-                                  capture_output=True).stdout
-            total += _keep(dest, path, blob)
+    for path, spec in sorted(_history_versions(git_dir).items()):
+        blob = _git(git_dir, "cat-file", "blob", spec)
+        if blob.returncode == 0:
+            total += _keep(dest, path, blob.stdout)
     return total
 
 
@@ -92,11 +120,10 @@ def gather(args: argparse.Namespace) -> int:
     if dest == ROOT or ROOT in dest.parents:
         raise SystemExit("--dest must be outside the repository (a corpus is never committed)")
     total = 0
-    for repo in args.repo:
+    for repo in [*(KNOWN if args.known else ()), *args.repo]:
         with tempfile.TemporaryDirectory() as tmp:
-            subprocess.run(["git", "clone", "-q", "--depth", "1", f"https://github.com/{repo}", tmp],
-                           check=True)
-            total += _from_folder(Path(tmp), dest / repo.replace("/", "+"))
+            subprocess.run(["git", "clone", "-q", "--bare", f"https://github.com/{repo}", tmp], check=True)
+            total += _from_git_dir(Path(tmp), dest / repo.replace("/", "+"))
     for git_dir in args.git_dir:
         total += _from_git_dir(git_dir, dest / git_dir.resolve().parent.name)
     for folder in args.copy:
@@ -110,14 +137,24 @@ def _size(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
-def _dry_run(tree: Path, corpus: Path, extra: list[str]) -> tuple[float, int, int]:
-    """(seconds, peak RSS in bytes, output bytes) of one dry run in a fresh process of `tree`."""
+@dataclass
+class Run:
+    seconds: float
+    rss: int           # peak RSS of the main process, bytes
+    worker_rss: int    # peak RSS of its largest worker process (0: none)
+    output: int        # bytes under OUT
+    digest: str        # of states.jsonl + traces.jsonl
+
+
+def _dry_run(tree: Path, corpus: Path, extra: list[str]) -> Run:
+    """One dry run in a fresh process of `tree`."""
     out = Path(tempfile.mkdtemp(prefix="bench-real-"))
     env = {**os.environ, "PYTHONPATH": str(tree), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     code = ("import resource, sys, runpy; sys.argv = ['replay.run'] + sys.argv[1:]\n"
             "try:\n    runpy.run_module('replay.run', run_name='__main__')\n"
             "except SystemExit as e:\n    code = e.code\nelse:\n    code = 0\n"
-            "print('RSS', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
+            "print('RSS', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,\n"
+            "      resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr)\n"
             "sys.exit(code)")
     started = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", code, "--source", str(corpus), "--out", str(out / "o"),
@@ -125,10 +162,14 @@ def _dry_run(tree: Path, corpus: Path, extra: list[str]) -> tuple[float, int, in
     seconds = time.perf_counter() - started
     if done.returncode != 0:
         raise SystemExit(f"dry run failed in {tree}: {done.stderr[-2000:]}")
-    rss = next(int(line.split()[1]) for line in done.stderr.splitlines() if line.startswith("RSS "))
-    size = _size(out / "o")
+    rss, children = next(map(int, line.split()[1:3]) for line in done.stderr.splitlines()
+                         if line.startswith("RSS "))
+    digest = hashlib.sha256()
+    for name in ("states.jsonl", "traces.jsonl"):
+        digest.update((out / "o" / name).read_bytes())
+    run = Run(seconds, rss * 1024, children * 1024, _size(out / "o"), digest.hexdigest())
     shutil.rmtree(out, ignore_errors=True)
-    return seconds, rss * 1024, size
+    return run
 
 
 def _ccl(python: str, corpus: Path, repeat: int) -> float:
@@ -144,34 +185,46 @@ def _ccl(python: str, corpus: Path, repeat: int) -> float:
     return statistics.median(times)
 
 
+MODES = (("redact", []), ("1 process", ["--ingest-workers", "1"]), ("no-redact", ["--no-redact"]))
+
+
 def measure(args: argparse.Namespace) -> int:
     corpus = args.corpus.expanduser().resolve()
-    size = sum(p.stat().st_size for p in corpus.rglob("*.jsonl"))
+    files = list(corpus.rglob("*.jsonl"))
+    size = sum(p.stat().st_size for p in files)
     trees = [("this", ROOT)] + ([("baseline", args.baseline.resolve())] if args.baseline else [])
-    print(f"corpus: {size / 1e6:.1f} MB in {len(list(corpus.rglob('*.jsonl')))} files; load: "
+    print(f"corpus: {size / 1e6:.1f} MB in {len(files)} files; {os.cpu_count()} cores; load: "
           f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}; median of {args.repeat}")
-    rows: dict[tuple[str, str], list[tuple[float, int, int]]] = {}
+    rows: dict[tuple[str, str], list[Run]] = {}
     for _ in range(args.repeat):  # interleaved, so a busy spell weighs on every variant alike
         for name, tree in trees:
-            for mode, extra in (("redact", []), ("no-redact", ["--no-redact"])):
+            for mode, extra in MODES:
+                if name == "baseline" and mode == "1 process":
+                    continue   # the baseline has one process only (and no --ingest-workers)
                 rows.setdefault((name, mode), []).append(_dry_run(tree, corpus, extra))
-    summary = {}
+    seconds = {}
     for (name, mode), runs in rows.items():
-        seconds = statistics.median(r[0] for r in runs)
-        rss = max(r[1] for r in runs)
-        out = runs[0][2]
-        summary[(name, mode)] = seconds
-        print(f"  {name:8} {mode:9}  {seconds:7.2f} s  {size / 1e6 / seconds:7.1f} MB/s  peak RSS "
-              f"{rss / 1e6:6.0f} MB  output {out / 1e6:7.1f} MB ({out / size:.2f}x input)")
+        seconds[(name, mode)] = statistics.median(r.seconds for r in runs)
+        rss, workers, out = max(r.rss for r in runs), max(r.worker_rss for r in runs), runs[0].output
+        print(f"  {name:8} {mode:9}  {seconds[(name, mode)]:7.2f} s  "
+              f"{size / 1e6 / seconds[(name, mode)]:7.1f} MB/s  peak RSS {rss / 1e6:5.0f} MB"
+              f"{f' (+ {workers / 1e6:.0f} MB per worker)' if workers else '':24}  output "
+              f"{out / 1e6:7.1f} MB ({out / size:.2f}x input)")
     if args.baseline:
         for mode in ("redact", "no-redact"):
-            print(f"  speed-up {mode}: {summary[('baseline', mode)] / summary[('this', mode)]:.2f}x")
-    print(f"  redaction's share of this checkout's dry run: "
-          f"{1 - summary[('this', 'no-redact')] / summary[('this', 'redact')]:.0%}")
+            print(f"  speed-up {mode}: {seconds[('baseline', mode)] / seconds[('this', mode)]:.2f}x")
+        print(f"  speed-up redact, one process: "
+              f"{seconds[('baseline', 'redact')] / seconds[('this', '1 process')]:.2f}x")
+        for mode in ("redact", "no-redact"):
+            same = {r.digest for r in rows[("this", mode)] + rows[("baseline", mode)]}
+            print(f"  outputs {mode}: {'byte-identical' if len(same) == 1 else 'DIFFER'} to the baseline's")
+    print(f"  redaction's share of this checkout's dry run (one process): "
+          f"{1 - seconds[('this', 'no-redact')] / seconds[('this', '1 process')]:.0%}")
     if args.ccl:
-        seconds = _ccl(args.ccl, corpus, args.repeat)
-        print(f"  claude-code-log load_transcript: {seconds:7.2f} s  {size / 1e6 / seconds:7.1f} MB/s; "
-              f"this dry run with redaction is {seconds / summary[('this', 'redact')]:.2f}x its speed")
+        ccl = _ccl(args.ccl, corpus, args.repeat)
+        print(f"  claude-code-log load_transcript: {ccl:7.2f} s  {size / 1e6 / ccl:7.1f} MB/s (one process); "
+              f"this dry run with redaction is {ccl / seconds[('this', 'redact')]:.2f}x its speed "
+              f"({ccl / seconds[('this', '1 process')]:.2f}x in one process)")
     if args.profile:
         _profile(corpus)
     return 0
@@ -182,8 +235,8 @@ def _profile(corpus: Path) -> None:
     stats = out / "prof"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     subprocess.run([sys.executable, "-m", "cProfile", "-o", str(stats), "-m", "replay.run", "--source",
-                    str(corpus), "--out", str(out / "o"), "--dry-run"], cwd=ROOT, env=env,
-                   capture_output=True, check=True)
+                    str(corpus), "--out", str(out / "o"), "--dry-run", "--ingest-workers", "1"],
+                   cwd=ROOT, env=env, capture_output=True, check=True)
     import pstats
 
     pstats.Stats(str(stats)).sort_stats("cumulative").print_stats(r"replay|ingestion|teachers", 25)
@@ -195,6 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     g = sub.add_parser("gather", help="build a corpus of real sessions outside the repo")
     g.add_argument("--dest", type=Path, required=True)
+    g.add_argument("--known", action="store_true", help="the repositories listed in KNOWN")
     g.add_argument("--repo", action="append", default=[], help="OWNER/NAME of a public GitHub repo")
     g.add_argument("--git-dir", type=Path, action="append", default=[], help="a bare clone on disk")
     g.add_argument("--copy", type=Path, action="append", default=[], help="a folder of sessions")

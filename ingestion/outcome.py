@@ -70,6 +70,17 @@ def turn_outcome(calls: list[dict[str, Any]], text_kind: str | None = None,
     return {"kind": kind, "calls": calls, **episode}
 
 
+def kind_of(metadata: Any) -> str:
+    """A state's outcome kind as report.json `outcomes` counts it ("ok" when the reader gave none).
+
+    >>> kind_of({"outcome": {"kind": "error", "calls": []}}), kind_of({})
+    ('error', 'ok')
+    """
+    outcome = metadata.get("outcome") if isinstance(metadata, dict) else None
+    kind = outcome.get("kind") if isinstance(outcome, dict) else None
+    return kind if isinstance(kind, str) else "ok"
+
+
 def is_failed(outcome: dict[str, Any] | None) -> bool:
     """Whether a state's outcome is a failure (error, rejected, interrupted).
 

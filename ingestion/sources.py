@@ -19,7 +19,7 @@ from ingestion.claude_code.agents import AGENT_PREFIX
 from ingestion.claude_code.reader import session_states
 from ingestion.ids import Seen
 from ingestion.options import IngestOptions
-from ingestion.outcome import link_recoveries
+from ingestion.outcome import kind_of, link_recoveries
 from ingestion.schema import SourceError, TraceState
 from ingestion.stats import IngestStats
 
@@ -197,6 +197,7 @@ def read_file(path: Path, options: IngestOptions, stats: IngestStats, seen: Seen
         return
     for state in _file_states(path, options, stats, seen):
         stats.count_format(state.source, states=1)
+        stats.outcomes[kind_of(state.metadata)] += 1
         yield state
 
 

@@ -130,8 +130,10 @@ def worker_pool(workers: int) -> Iterator[ProcessPoolExecutor]:
         context = multiprocessing.get_context("forkserver")
         context.set_forkserver_preload([__name__])
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        for future in [pool.submit(_warm) for _ in range(workers)]:
-            future.result()
+        # The first submit starts every process (forked ones at once, in submit); the rules are
+        # compiled in each while this process lists and queues the files.
+        for _ in range(workers):
+            pool.submit(_warm)
         yield pool
 
 

@@ -52,14 +52,16 @@ def ingest_to_file(source: Path, out: Path, options: IngestOptions, console: Con
     from replay.parallel_ingest import Sequential, auto_workers
 
     console = console or Console(stderr=True)
-    files = find_files(source, IngestStats())
+    stats = IngestStats()
+    files = find_files(source, stats)
     workers = 1 if options.max_states is not None else auto_workers(files, options.workers)
     try:
-        stats = _ingest(source, out, options, console, redactor, workers)
+        _ingest(source, files, out, options, console, stats, redactor, workers)
     except Sequential:   # a trace goes on across files: one process keeps it whole
         redactor = type(redactor)(redactor.key) if redactor is not None else None
         workers = 1
-        stats = _ingest(source, out, options, console, redactor, workers)
+        stats = IngestStats()
+        _ingest(source, find_files(source, stats), out, options, console, stats, redactor, workers)
     report = Report()
     report.add_ingest(stats)
     report.extra["ingest_workers"] = workers
@@ -70,12 +72,10 @@ def ingest_to_file(source: Path, out: Path, options: IngestOptions, console: Con
     return report, stats
 
 
-def _ingest(source: Path, out: Path, options: IngestOptions, console: Console,
-            redactor: StateRedactor | None, workers: int) -> IngestStats:
+def _ingest(source: Path, files: list[Path], out: Path, options: IngestOptions, console: Console,
+            stats: IngestStats, redactor: StateRedactor | None, workers: int) -> None:
     from replay.parallel_ingest import parallel_shards, worker_pool
 
-    stats = IngestStats()
-    files = find_files(source, stats)
     if workers > 1:
         # The workers start before the progress bar's thread does (parallel_ingest.worker_pool).
         with worker_pool(workers) as pool, _progress(len(files), "ingesting", console) as (bar, task), \
@@ -85,14 +85,13 @@ def _ingest(source: Path, out: Path, options: IngestOptions, console: Console,
 
             for shard in parallel_shards(pool, workers, files, options, stats, redactor, on_file=done):
                 writer.write_shard(shard)
-        return stats
+        return
     with _progress(len(files), "ingesting", console) as (bar, task), StateWriter(out) as writer:
         def tick(_path: Path) -> None:
             bar.update(task, advance=1, info=f"{stats.states} states")
 
         for state in iter_states(source, options, stats, files=files, on_file=tick):
             writer.write(redactor(state) if redactor is not None else state)
-    return stats
 
 
 def redaction_key() -> bytes:
@@ -155,7 +154,8 @@ def _run_into(work: Path, config: RunConfig, pool: TeacherPool | None, console: 
     redactor = StateRedactor(redaction_key()) if config.redact else None
     report, _ = ingest_to_file(config.source, work, config.ingest, console, redactor)
     report.dry_run = config.dry_run
-    report.outcomes, report.states_unselected = select_into(work, config.select)
+    if config.select:   # without filters, ingestion counted the outcomes (report.add_ingest)
+        report.outcomes, report.states_unselected = select_into(work, config.select)
     write_json(work / CONFIG_FILE, config.model_dump(mode="json"))
     if pool is not None:
         report.extra["unpriced"] = pool.unpriced()

@@ -59,6 +59,7 @@ class Report(BaseModel):
             setattr(self, name, dict(sorted(getattr(stats, name).items())))
         self.problems = list(stats.problems)
         self.formats = {name: dict(counts) for name, counts in sorted(stats.formats.items())}
+        self.outcomes = dict(sorted(stats.outcomes.items()))
 
 
 def too_many_failed(report: Report, max_failed: float) -> str | None:

@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from ingestion.outcome import FAILED, KINDS
+from ingestion.outcome import FAILED, KINDS, kind_of
 from ingestion.schema import ReplayError, TraceState
 from ingestion.store import load_states, state_rows
 
@@ -140,9 +140,7 @@ def row_of(state: TraceState) -> Row:
 
 
 def _row(state_id: str, trace_id: str, metadata: dict[str, Any], tools: list[str]) -> Row:
-    outcome = metadata.get("outcome") if isinstance(metadata, dict) else None
-    kind = outcome.get("kind") if isinstance(outcome, dict) else None
-    return Row(state_id, trace_id, kind if isinstance(kind, str) else "ok", frozenset(tools))
+    return Row(state_id, trace_id, kind_of(metadata), frozenset(tools))
 
 
 def _rank(seed: int, state_id: str) -> bytes:

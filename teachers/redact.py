@@ -36,9 +36,9 @@ MARK = re.compile(r"\[REDACTED:[^\]\s]*\]")
 _STRUCTURAL = frozenset({"role", "type", "id", "tool_call_id", "name"})
 _ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|x([0-9a-fA-F]{2})|([nrt\"\\/']))")
 _SCALARS = frozenset({int, float, bool, type(None)})
-_ENCODED = re.compile(r"[0-9+/]")
+_ENCODED = re.compile(rb"[0-9+/]")
 _SIMPLE = {"n": "\n", "r": "\r", "t": "\t", '"': '"', "\\": "\\", "/": "/", "'": "'"}
-_URL_SAFE = str.maketrans("-_", "+/")
+_URL_SAFE = bytes.maketrans(b"-_", b"+/")
 
 
 @lru_cache(maxsize=1)
@@ -72,9 +72,8 @@ def _first_group(match: Any, rule: Rule) -> int:
     return next((i for i, g in enumerate(groups, 1) if g), 0)
 
 
-def _direct(text: str) -> list[Span]:
+def _direct(text: str, data: bytes) -> list[Span]:
     rules = rule_set()
-    data = text.encode("utf-8", "surrogatepass")
     found: list[tuple[int, int, Rule]] = []
     deferring: list[tuple[int, int, Rule, int]] = []
     for rule in rules.scan(data):
@@ -155,13 +154,13 @@ def _to_original(pos: int, pieces: list[tuple[int, int, int, int]], starts: list
     return orig_end + (pos - dec_start - dec_len)
 
 
-def _decoded_base64(run: str) -> str | None:
+def _decoded_base64(run: bytes) -> str | None:
     if _ENCODED.search(run) is None:
         return None  # an identifier or a word, not an encoding
-    if "-" in run or "_" in run:
+    if b"-" in run or b"_" in run:
         run = run.translate(_URL_SAFE)
     try:  # binascii in strict mode validates in C what b64decode(validate=True) checks with a regex
-        raw = binascii.a2b_base64(run + "=" * (-len(run) % 4), strict_mode=True)
+        raw = binascii.a2b_base64(run + b"=" * (-len(run) % 4), strict_mode=True)
         text = raw.decode("utf-8")
     except ValueError:
         return None
@@ -173,7 +172,8 @@ def _decoded_base64(run: str) -> str | None:
 
 
 def _find(text: str, depth: int) -> list[Span]:
-    spans = _direct(text)
+    data = text.encode("utf-8", "surrogatepass")
+    spans = _direct(text, data)
     if depth <= 0:
         return spans
     if "\\" in text:
@@ -183,14 +183,14 @@ def _find(text: str, depth: int) -> list[Span]:
             spans += [(_to_original(s, pieces, starts, False), _to_original(e, pieces, starts, True), r)
                       for s, e, r in _find(decoded, depth - 1)]
     # Base64 characters are ASCII, so a run in the UTF-8 bytes is the run in the text; byte offsets
-    # become character offsets only for a run that hides a secret.
-    data = text.encode("utf-8", "surrogatepass")
+    # become character offsets only for a run that hides a secret. Spans and slices, not the RE2
+    # wrapper's groups: real sessions hold a hundred thousand runs (paths, ids).
     for match in _base64_bytes().finditer(data):
-        inner = _decoded_base64(match.group(0).decode("ascii"))
+        start, end = match.span()
+        inner = _decoded_base64(data[start:end])
         hits = _find(inner, depth - 1) if inner else []
         if hits:
-            found = [(*match.span(), min(hits, key=lambda h: h[2].generic)[2])]
-            spans += _char_offsets(text, data, found)
+            spans += _char_offsets(text, data, [(start, end, min(hits, key=lambda h: h[2].generic)[2])])
     return spans
 
 

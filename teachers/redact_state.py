@@ -17,6 +17,10 @@ from teachers.redact import redact_found, redact_value
 
 # Rollout metadata that is the raw text in another form.
 TOKEN_FIELDS = ("prompt_token_ids", "completion_token_ids", "logprobs", "tokens")
+# Metadata the readers fill with ids and times the agent or the API made: structure, like a message's
+# `id`, kept intact (`recovery` names a state id that must still match it). Each is new at every state,
+# so scanning them was a third of the redaction pass's texts on real sessions (issue #29).
+METADATA_IDS = frozenset({"message_id", "request_id", "session_id", "agent_id", "timestamp", "recovery"})
 
 
 def redact_action(action: Action, key: bytes | None = None) -> tuple[Action, list[tuple[str, str]]]:
@@ -96,8 +100,10 @@ class StateRedactor:
             found += hits
         action, hits = redact_action(state.student_action, self.key)
         found += hits
-        metadata, hits = redact_value(state.metadata, self.key)
+        scanned, hits = redact_value({k: v for k, v in state.metadata.items() if k not in METADATA_IDS},
+                                     self.key)
         found += hits
+        metadata = {k: v if k in METADATA_IDS else scanned[k] for k, v in state.metadata.items()}
         if found and any(metadata.get(name) is not None for name in TOKEN_FIELDS):
             metadata = {**metadata, **{name: None for name in TOKEN_FIELDS if name in metadata}}
             self.states_token_ids_dropped += 1
