@@ -357,17 +357,23 @@ def canonical_parts(action: Action, cwd: str | None = None) -> tuple[Canonical, 
     if not calls:
         return _text_parts(action.content)
     if len(calls) == 1:   # most actions: the whole form is kept with the call
-        _, _, form, value = _call_parts(calls[0], cwd)
+        _, form, value = _call_parts(calls[0], cwd)
         return form, value
     parts = [_call_parts(call, cwd) for call in calls]
+    texts = [form[len(_ONE_CALL):-2] for _, form, _ in parts]   # each call's own encoding
+    order = range(len(parts))
     if load_rules().action.calls_as_multiset:
-        parts.sort(key=lambda part: part[1])
+        order = sorted(order, key=texts.__getitem__)
     # The encoding of {"calls": [...]} is its calls' encodings joined: each is made once, and kept.
-    return '{"calls":[' + ",".join(part[1] for part in parts) + "]}", {"calls": [part[0] for part in parts]}
+    return _ONE_CALL + ",".join(texts[k] for k in order) + "]}", {"calls": [parts[k][0] for k in order]}
+
+
+_ONE_CALL = '{"calls":['   # how every form of calls begins
 
 
 CACHE_SIZE = 65_536      # canonical calls (and texts) kept, by what they are made from; cleared when full
-CACHED_CHARS = 4_096     # calls with more argument text (a file's content), and longer texts, are not kept
+CACHED_CHARS = 4_096     # calls with more argument text (a file's content) are not kept
+CACHED_TEXT_CHARS = 256  # nor longer texts: those that recur across states are short ("Done.")
 _CALLS: dict[tuple[Any, ...], tuple[Any, ...]] = {}   # the parts, and the types when not all str
 _TEXTS: dict[str, tuple[Canonical, dict[str, Any]]] = {}
 
@@ -379,17 +385,18 @@ def _text_parts(content: str) -> tuple[Canonical, dict[str, Any]]:
         return found
     value: dict[str, Any] = {"text": normalize_text(content)}
     parts = _dumps(value), value
-    if len(content) <= CACHED_CHARS:
+    if len(content) <= CACHED_TEXT_CHARS:
         if len(_TEXTS) >= CACHE_SIZE:
             _TEXTS.clear()
         _TEXTS[content] = parts
     return parts
 
 
-def _call_parts(call: ToolCall, cwd: str | None) -> tuple[dict[str, Any], str, Canonical, dict[str, Any]]:
-    """A call's canonical dict and its encoding, and the form and object of an action of this call
-    alone. Teachers write the same calls again and again (`git status`, `ls`, a test command) across
-    states: each is canonicalised once. The dicts are shared: callers read them, never change them."""
+def _call_parts(call: ToolCall, cwd: str | None) -> tuple[dict[str, Any], Canonical, dict[str, Any]]:
+    """A call's canonical dict, and the form and object of an action of this call alone (the call's
+    own encoding is the form without its first 10 and last 2 characters). Teachers write the same
+    calls again and again (`git status`, `ls`, a test command) across states: each is canonicalised
+    once. The dicts are shared: callers read them, never change them."""
     arguments = call.arguments
     try:
         key = (call.name, cwd, *arguments.items())
@@ -398,11 +405,10 @@ def _call_parts(call: ToolCall, cwd: str | None) -> tuple[dict[str, Any], str, C
         key = found = None
     # Types count too: 1, 1.0 and True are equal as keys but not as JSON (nor -0.0 and 0.0, so floats
     # are never kept). A kept call of strings alone matches only strings: its types need no check.
-    if found is not None and (found[4] is None or found[4] == tuple(map(type, arguments.values()))):
-        return found[:4]
+    if found is not None and (found[3] is None or found[3] == tuple(map(type, arguments.values()))):
+        return found[:3]
     value = canonical_call(call, cwd)
-    text = _dumps(value)
-    parts = value, text, '{"calls":[' + text + "]}", {"calls": [value]}
+    parts = value, _ONE_CALL + _dumps(value) + "]}", {"calls": [value]}
     if key is not None:
         types = tuple(map(type, arguments.values()))
         strings = [v for v in arguments.values() if isinstance(v, str)]

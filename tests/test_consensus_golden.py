@@ -36,6 +36,25 @@ def _states(n: int, teachers: int, seed: int, samples: int = 1) -> list[list[Pro
              for i, p in enumerate(ps)] for ps in states]
 
 
+def _parallel(n: int, seed: int) -> list[list[Proposal]]:
+    """Each answer with its neighbour's calls beside its own, in either order: parallel calls, which
+    compare as a multiset."""
+    rng = random.Random(seed)
+    out = []
+    for ps in _states(n, 4, seed):
+        acted = [p for p in ps if p.action is not None and p.action.tool_calls]
+        joined = []
+        for k, p in enumerate(ps):
+            if p.action is None or not acted:
+                joined.append(p)
+                continue
+            calls = [*p.action.tool_calls, *acted[(k + 1) % len(acted)].action.tool_calls]
+            rng.shuffle(calls)
+            joined.append(p.model_copy(update={"action": p.action.model_copy(update={"tool_calls": calls})}))
+        out.append(joined)
+    return out
+
+
 CASES: dict[str, tuple[Callable[[], list[list[Proposal]]], Callable[[list[Proposal]], object]]] = {
     "intent": (lambda: _states(1500, 4, 0), lambda ps: vote(ps, CWD)),
     "exact": (lambda: _states(1500, 4, 0), lambda ps: vote(ps, CWD, match="exact")),
@@ -46,6 +65,7 @@ CASES: dict[str, tuple[Callable[[], list[list[Proposal]]], Callable[[list[Propos
                                                   context=IntentContext(CWD, [{"role": "tool",
                                                                                "content": "setup.cfg"}]))),
     "no cwd": (lambda: _states(600, 4, 3), lambda ps: vote(ps)),
+    "parallel calls": (lambda: _parallel(600, 4), lambda ps: vote(ps, CWD)),
 }
 
 EXPECTED = {  # (decisions, sha256 of the results' JSON) from main at 9f43342; 964449d gives the same
@@ -59,6 +79,8 @@ EXPECTED = {  # (decisions, sha256 of the results' JSON) from main at 9f43342; 9
         "593a325ddb02d3cb159adf64f6d8cc269a7b41dd44101635298fe422b0e97b9c"),
     "no cwd": ({"no_majority/None": 179, "reached/exact": 143, "reached/intent": 76, "tie/None": 202},
         "4abcd12e94759d31ec41f69b884e78e747de2e4ec701a6c150c51160c8094999"),
+    "parallel calls": ({"no_majority/None": 84, "reached/exact": 206, "reached/intent": 64, "tie/None": 246},
+        "45630313cef1f6399ef8ae5f3aaffeccf7613facc971f319d6b291342817d455"),
     "samples": ({"no_majority/None": 161, "reached/exact": 197, "reached/intent": 187, "tie/None": 55},
         "00592a9124ce623f8c8e9e58e696e27eff249c69443c4aa1d2af9635eda8e9b4"),
     "similarity": ({"no_majority/None": 71, "reached/exact": 100, "reached/similar": 3, "tie/None": 126},
