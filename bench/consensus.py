@@ -136,16 +136,19 @@ def _time(label: str, states: list[list[Proposal]], fn: Callable[[list[Proposal]
     caches = _caches() if cold else []
     gc.collect()
     start, wall = time.process_time(), time.perf_counter()
+    kept: list[object] = []
     if cut:
         outcomes = [_outcome(fn(proposals)) for proposals in states]
-    else:
-        kept = []
+    elif caches:
         for proposals in states:
             for cache in caches:   # --cold: every state canonicalised as if its commands were new
                 cache.clear()
             kept.append(fn(proposals))
-        outcomes = [_outcome(result) for result in kept]
+    else:   # as this bench measured before 61bdf5c
+        kept = [fn(proposals) for proposals in states]
     seconds, elapsed = time.process_time() - start, time.perf_counter() - wall
+    if not cut:
+        outcomes = [_outcome(result) for result in kept]
     print(f"{label:<28} {len(states) / seconds:>10,.0f} states/s   ({seconds:.2f} s CPU, "
           f"{elapsed:.2f} s wall)")
     return [outcome for outcome in outcomes if outcome is not None]
