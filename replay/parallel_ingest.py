@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import sys
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -120,15 +121,18 @@ def _warm() -> None:
 def worker_pool(workers: int) -> Iterator[ProcessPoolExecutor]:
     """`workers` processes, started now: enter it before any thread of ours (the progress bar) runs.
 
-    Forked when this process runs no other thread: a fork starts at once, with everything imported,
-    and never imports the caller's main module again (spawn and forkserver do, which breaks a script
-    without an `if __name__ == "__main__"` guard). With other threads alive (a library caller's),
-    forking could copy a held lock: a fork server then starts clean processes instead."""
-    if threading.active_count() == 1:
+    Forked on Linux when this process runs no other thread: a fork starts at once, with everything
+    imported, and never imports the caller's main module again (spawn and forkserver do, which breaks a
+    script without an `if __name__ == "__main__"` guard). With other threads alive (a library caller's),
+    forking could copy a held lock: a fork server then starts clean processes instead (macOS too)."""
+    methods = multiprocessing.get_all_start_methods()
+    if sys.platform == "linux" and threading.active_count() == 1:
         context = multiprocessing.get_context("fork")
-    else:
+    elif "forkserver" in methods:   # macOS forks badly (its system libraries), Linux with threads
         context = multiprocessing.get_context("forkserver")
         context.set_forkserver_preload([__name__])
+    else:   # Windows
+        context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
         # The first submit starts every process (forked ones at once, in submit); the rules are
         # compiled in each while this process lists and queues the files.

@@ -233,7 +233,9 @@ def _tag(secret: str, key: bytes) -> str:
     return hmac.new(key, secret.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()[:6]
 
 
-@lru_cache(maxsize=8192)
+# Repeats across traces are few (tool schemas, the system prompt); within a trace the redactor shares
+# its copies (teachers.redact_state). Texts are large: 8,192 of them held 30 MB on real sessions.
+@lru_cache(maxsize=1024)
 def redact_found(text: str, key: bytes | None = None) -> tuple[str, tuple[tuple[str, str], ...]]:
     """(redacted text, ((rule, secret digest), ...)): the digest tells secrets apart for counting and
     never leaves the process. Memoised: the states of a trace repeat the same history."""
