@@ -83,12 +83,22 @@ def normalize_path(path: str, cwd: str | None = None) -> str:
         return path   # what the lines below give for a plain relative path, at a tenth of the cost
     if not cwd or path.startswith("~"):
         return posixpath.normpath(path)
-    root = posixpath.normpath(cwd)
+    root = _root(cwd)
+    prefix = root.rstrip("/") + "/"
+    # `./a.py` and `<cwd>/a.py` with a plain rest: what the lines below give, without normpath.
+    rest = path[2:] if path.startswith("./") else path[len(prefix):] if path.startswith(prefix) else ""
+    if rest and _is_plain(rest):
+        return rest
     full = posixpath.normpath(posixpath.join(root, path))
     if full == root:
         return "."
-    prefix = root.rstrip("/") + "/"
     return full[len(prefix):] if full.startswith(prefix) else full  # relpath, without its cost
+
+
+@lru_cache(maxsize=64)
+def _root(cwd: str) -> str:
+    """The cwd normalised (once per cwd: a run has a handful)."""
+    return posixpath.normpath(cwd)
 
 
 def _is_plain(path: str) -> bool:
@@ -171,7 +181,7 @@ def strip_cd_cwd(command: str, cwd: str | None) -> str:
     >>> strip_cd_cwd("cd /repo && pytest  -q", "/repo"), strip_cd_cwd("cd src && ls", "/repo")
     ('pytest  -q', 'cd src && ls')
     """
-    root = posixpath.normpath(cwd) if cwd else ""
+    root = _root(cwd) if cwd else ""
     match = _CD_PREFIX.match(command.lstrip())
     if not root or not match:
         return command
@@ -209,7 +219,7 @@ def normalize_command(command: str, cwd: str | None = None, rule: ShellRule | No
         command = _TRAILING_SEMICOLONS.sub("", command)
     if rule.strip_cd_cwd:
         command = strip_cd_cwd(command, cwd)
-    root = posixpath.normpath(cwd) if cwd else ""
+    root = _root(cwd) if cwd else ""
     if not root.startswith("/"):  # without an absolute cwd there is nothing to make relative
         return command
     if rule.relative_paths and root != "/" and root in command:
@@ -343,47 +353,69 @@ def canonical_parts(action: Action, cwd: str | None = None) -> tuple[Canonical, 
     >>> canonical_parts(Action(content="Done."))
     ('{"text":"done."}', {'text': 'done.'})
     """
-    if not action.tool_calls:
-        value: dict[str, Any] = {"text": normalize_text(action.content)}
-        return _dumps(value), value
-    parts = [_call_parts(call, cwd) for call in action.tool_calls]
-    if len(parts) > 1 and load_rules().action.calls_as_multiset:
-        parts.sort(key=lambda part: part[1])
+    calls = action.tool_calls
+    if not calls:
+        return _text_parts(action.content)
+    if len(calls) == 1:   # most actions: the whole form is kept with the call
+        _, form, value = _call_parts(calls[0], cwd)
+        return form, value
+    parts = [_call_parts(call, cwd) for call in calls]
+    texts = [form[len(_ONE_CALL):-2] for _, form, _ in parts]   # each call's own encoding
+    order = range(len(parts))
+    if load_rules().action.calls_as_multiset:
+        order = sorted(order, key=texts.__getitem__)
     # The encoding of {"calls": [...]} is its calls' encodings joined: each is made once, and kept.
-    return '{"calls":[' + ",".join(text for _, text in parts) + "]}", {"calls": [call for call, _ in parts]}
+    return _ONE_CALL + ",".join(texts[k] for k in order) + "]}", {"calls": [parts[k][0] for k in order]}
 
 
-CACHE_SIZE = 65_536      # canonical calls kept, by (name, cwd, arguments); cleared when full
+_ONE_CALL = '{"calls":['   # how every form of calls begins
+
+
+CACHE_SIZE = 65_536      # canonical calls (and texts) kept, by what they are made from; cleared when full
 CACHED_CHARS = 4_096     # calls with more argument text (a file's content) are not kept
-_CALLS: dict[tuple[Any, ...], tuple[dict[str, Any], str]] = {}
+CACHED_TEXT_CHARS = 256  # nor longer texts: those that recur across states are short ("Done.")
+_CALLS: dict[tuple[Any, ...], tuple[Any, ...]] = {}   # the parts, and the types when not all str
+_TEXTS: dict[str, tuple[Canonical, dict[str, Any]]] = {}
 
 
-def _call_parts(call: ToolCall, cwd: str | None) -> tuple[dict[str, Any], str]:
-    """A call's canonical dict and its encoding. Teachers write the same calls again and again (`git
-    status`, `ls`, a test command) across states: each is canonicalised once. The dict is shared:
-    callers read it, never change it."""
-    arguments = call.arguments
-    # Types are part of the key: 1, 1.0 and True are equal as keys but not as JSON (nor -0.0 and 0.0,
-    # so floats are not kept at all).
-    values = arguments.values()
-    types = tuple(map(type, values))
-    try:
-        if types.count(str) == len(types):
-            small = sum(map(len, values)) <= CACHED_CHARS
-        else:
-            small = float not in types and sum(len(v) for v in values if isinstance(v, str)) <= CACHED_CHARS
-        key = (call.name, cwd, types, *arguments.items()) if small else None
-        found = _CALLS.get(key) if key is not None else None
-    except TypeError:    # a list or object argument: not hashable, computed each time
-        key = found = None
+def _text_parts(content: str) -> tuple[Canonical, dict[str, Any]]:
+    """A text answer's form and object; short texts (`Done.`, the same reply to many states) kept."""
+    found = _TEXTS.get(content)
     if found is not None:
         return found
+    value: dict[str, Any] = {"text": normalize_text(content)}
+    parts = _dumps(value), value
+    if len(content) <= CACHED_TEXT_CHARS:
+        if len(_TEXTS) >= CACHE_SIZE:
+            _TEXTS.clear()
+        _TEXTS[content] = parts
+    return parts
+
+
+def _call_parts(call: ToolCall, cwd: str | None) -> tuple[dict[str, Any], Canonical, dict[str, Any]]:
+    """A call's canonical dict, and the form and object of an action of this call alone (the call's
+    own encoding is the form without its first 10 and last 2 characters). Teachers write the same
+    calls again and again (`git status`, `ls`, a test command) across states: each is canonicalised
+    once. The dicts are shared: callers read them, never change them."""
+    arguments = call.arguments
+    try:
+        key = (call.name, cwd, *arguments.items())
+        found = _CALLS.get(key)
+    except TypeError:    # a list or object argument: not hashable, computed each time
+        key = found = None
+    # Types count too: 1, 1.0 and True are equal as keys but not as JSON (nor -0.0 and 0.0, so floats
+    # are never kept). A kept call of strings alone matches only strings: its types need no check.
+    if found is not None and (found[3] is None or found[3] == tuple(map(type, arguments.values()))):
+        return found[:3]
     value = canonical_call(call, cwd)
-    parts = value, _dumps(value)
+    parts = value, _ONE_CALL + _dumps(value) + "]}", {"calls": [value]}
     if key is not None:
-        if len(_CALLS) >= CACHE_SIZE:
-            _CALLS.clear()
-        _CALLS[key] = parts
+        types = tuple(map(type, arguments.values()))
+        strings = [v for v in arguments.values() if isinstance(v, str)]
+        if float not in types and sum(map(len, strings)) <= CACHED_CHARS:
+            if len(_CALLS) >= CACHE_SIZE:
+                _CALLS.clear()
+            _CALLS[key] = (*parts, None if len(strings) == len(types) else types)
     return parts
 
 

@@ -110,20 +110,24 @@ def ballot(proposals: Sequence[Proposal], cwd: str | None = None) -> Ballot:
     >>> b.indices, [str(w) for w in b.weights], b.voters
     ([0, 1], ['1/2', '1/2'], ['a'])
     """
-    valid = [i for i, p in enumerate(proposals) if p.action is not None]
-    samples: dict[str, int] = defaultdict(int)
-    for i in valid:
-        samples[proposals[i].teacher] += 1
-    result = Ballot(voters=sorted(samples))
-    for i in valid:
-        proposal = proposals[i]
-        result.indices.append(i)
-        form, parsed = canonical_parts(proposal.action, cwd)  # type: ignore[arg-type]
-        result.forms.append(form)
-        result.parsed.append(parsed)
-        count = samples[proposal.teacher]
-        result.weights.append(_ONE if count == 1 else Fraction(1, count))
-        result.teachers.append(proposal.teacher)
+    result = Ballot()
+    indices, forms, parsed, teachers = result.indices, result.forms, result.parsed, result.teachers
+    for i, proposal in enumerate(proposals):
+        action = proposal.action
+        if action is not None:
+            form, value = canonical_parts(action, cwd)
+            indices.append(i)
+            forms.append(form)
+            parsed.append(value)
+            teachers.append(proposal.teacher)
+    voters = result.voters = sorted(set(teachers))
+    if len(voters) == len(teachers):   # one valid sample per teacher: every vote weighs 1
+        result.weights = [_ONE] * len(teachers)
+    else:
+        samples: dict[str, int] = defaultdict(int)
+        for teacher in teachers:
+            samples[teacher] += 1
+        result.weights = [_ONE if samples[t] == 1 else Fraction(1, samples[t]) for t in teachers]
     return result
 
 
@@ -235,9 +239,14 @@ def passes(agreement: Fraction, min_agreement: float) -> bool:
     >>> passes(Fraction(1, 2), 0.5), passes(Fraction(2, 3), 0.5)
     (False, True)
     """
-    return agreement > _threshold(min_agreement)
+    return agreement > threshold(min_agreement)
 
 
 @lru_cache(maxsize=16)
-def _threshold(min_agreement: float) -> Fraction:
+def threshold(min_agreement: float) -> Fraction:
+    """`min_agreement` as the exact fraction `passes` compares with (made once per value).
+
+    >>> threshold(0.5), threshold(2 / 3) < Fraction(2, 3)
+    (Fraction(1, 2), True)
+    """
     return Fraction(min_agreement)

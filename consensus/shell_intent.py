@@ -100,11 +100,20 @@ def _unwrap(argv: tuple[str, ...]) -> tuple[str, ...] | Key | None:
     return argv
 
 
+@lru_cache(maxsize=1)
+def _multi_word_heads() -> frozenset[str]:
+    """What comes before the first space of each program of several words (`npm` of `npm test`)."""
+    return frozenset(name.split(" ", 1)[0] for name in shell_intents().programs if " " in name)
+
+
 def _lookup(argv: tuple[str, ...]) -> tuple[Program | None, tuple[str, ...]]:
     """The program's rule and its arguments; `mvn -q test X` is `mvn test` with `-q X` (flags between
     the words of a several-word program are its arguments)."""
     programs = shell_intents().programs
     name = posixpath.basename(argv[0])
+    if name not in _multi_word_heads() and " " not in name:
+        # Every longer look-up below is `name` + " " + ...: no program starts so (most don't).
+        return programs.get(name), argv[1:]
     words = [(0, name)] + [(i, w) for i, w in enumerate(argv[1:4], 1) if not w.startswith("-")]
     for size in (3, 2, 1):
         if len(words) >= size and (rule := programs.get(" ".join(w for _, w in words[:size]))) is not None:

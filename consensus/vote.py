@@ -33,6 +33,7 @@ from consensus.result import (
     representative,
     share,
     spoken_by,
+    threshold,
 )
 from ingestion.schema import Proposal
 
@@ -77,6 +78,90 @@ def _intent_tier(proposals: Sequence[Proposal], b: Ballot, context: IntentContex
                            intent=ranked[0][0])
 
 
+def _count(keys: Sequence[str]) -> list[tuple[str, list[int]]]:
+    """(key, vote positions) per key, ranked by (-votes, key): `key_groups` for unit weights."""
+    members: dict[str, list[int]] = {}
+    for position, key in enumerate(keys):
+        found = members.get(key)
+        if found is None:
+            members[key] = [position]
+        else:
+            found.append(position)
+    if len(members) == 1:
+        return list(members.items())
+    return sorted(members.items(), key=_rank)
+
+
+def _rank(group: tuple[str, list[int]]) -> tuple[int, str]:
+    return -len(group[1]), group[0]
+
+
+def _counted_leader(ranked: list[tuple[str, list[int]]], voters: int, min_agreement: float
+                    ) -> tuple[str | None, float]:
+    """`_leader` over counts: the same decision and the same float agreement (an int quotient is
+    rounded once, as float(Fraction) rounds the reduced one), without Fraction arithmetic."""
+    if not ranked:
+        return "no_votes", 0.0
+    top = len(ranked[0][1])
+    if len(ranked) > 1 and len(ranked[1][1]) == top:
+        return "tie", top / voters
+    least = threshold(min_agreement)
+    passed = top * least.denominator > least.numerator * voters   # top / voters > least, in integers
+    return (None if passed else "no_majority"), top / voters
+
+
+def _counted(proposals: Sequence[Proposal], b: Ballot, min_agreement: float, match: str,
+             context: IntentContext | None, cwd: str | None) -> ConsensusResult:
+    """`vote` where every vote weighs 1 (one valid sample per teacher, the usual case): groups are
+    counted, not summed as Fractions, and the result is validated once, groups and all, with the
+    same fields set as the Fraction path's (tests/test_consensus_golden.py holds them equal)."""
+    indices, forms, teachers = b.indices, b.forms, b.teachers
+    ranked = _count(forms)
+    reason, agreement = _counted_leader(ranked, len(indices), min_agreement)
+    tier = "exact"
+    if reason is not None and match == "intent" and ranked:
+        tier, ranked = "intent", _count(b.intent_keys(context or IntentContext(cwd)))
+        reason, agreement = _counted_leader(ranked, len(indices), min_agreement)
+        speakers = [_speaker(proposals, b, members) for _, members in ranked]
+        groups = [{"canonical": forms[speaker], "weight": float(len(members)),
+                   "teachers": sorted([teachers[k] for k in members]),
+                   "members": [indices[k] for k in members], "match": "intent", "intent": key}
+                  for (key, members), speaker in zip(ranked, speakers, strict=True)]
+    else:   # members ascending (positions are), teachers unique (one vote each): as make_group has them
+        groups = [{"canonical": form, "weight": float(len(members)),
+                   "teachers": sorted([teachers[k] for k in members]),
+                   "members": [indices[k] for k in members]}
+                  for form, members in ranked]
+    if reason is not None:
+        return ConsensusResult.model_validate({"method": "vote", "reached": False, "agreement": agreement,
+                                               "teachers": b.voters, "groups": groups, "reason": reason})
+    top = groups[0]
+    result = {"method": "vote", "reached": True, "canonical": top["canonical"], "agreement": agreement,
+              "teachers": b.voters, "winner_teachers": top["teachers"], "groups": groups, "match": tier}
+    if tier == "intent":
+        result["action"] = proposals[indices[speakers[0]]].action
+        result["intent"] = ranked[0][0]
+    else:
+        result["action"] = proposals[representative(proposals, top["members"])].action
+    return ConsensusResult.model_validate(result)
+
+
+def _speaker(proposals: Sequence[Proposal], b: Ballot, members: list[int]) -> int:
+    """`spoken_by` over vote positions: the position of a vote in the group's most common spelling."""
+    if len(members) == 1:
+        return members[0]
+    forms = b.forms
+    counts: dict[str, int] = {}
+    for k in members:
+        counts[forms[k]] = counts.get(forms[k], 0) + 1
+    if len(counts) > 1:
+        most = max(counts.values())
+        members = [k for k in members if counts[forms[k]] == most]
+    indices = b.indices
+    return min(members, key=lambda k: (proposals[indices[k]].teacher, proposals[indices[k]].sample,
+                                       indices[k]))
+
+
 def vote(proposals: Sequence[Proposal], cwd: str | None = None, min_agreement: float = 0.5,
          match: str = "intent", context: IntentContext | None = None) -> ConsensusResult:
     """Majority vote over canonical forms, then (match="intent") over intent keys.
@@ -101,6 +186,8 @@ def vote(proposals: Sequence[Proposal], cwd: str | None = None, min_agreement: f
         raise ValueError(f"min_agreement must be in [0, 1), got {min_agreement}")
     check_match(match)
     b = ballot(proposals, cwd)
+    if b.unit:
+        return _counted(proposals, b, min_agreement, match, context, cwd)
     ranked = exact_groups(b)
     reason, agreement = _leader(ranked, len(b.voters), min_agreement)
     if reason is not None and match == "intent" and ranked:

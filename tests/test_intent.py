@@ -266,7 +266,9 @@ def test_fast_paths_agree_with_the_walks() -> None:
     for _ in range(20_000):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randrange(14)))
         assert fold_shell(text) == _fold_walk(text), repr(text)
-        for cwd in ("/repo", "/", "repo", "."):
+        # Paths under the cwd, written with it or with ./, take normalize_path's shortcuts.
+        text = rng.choice(["", "", "./", "/repo/", "/repo", "repo/", "./repo/", "//repo/", "/repo/./"]) + text
+        for cwd in ("/repo", "/", "repo", ".", "/repo/", "repo/."):
             root = posixpath.normpath(cwd)
             full = posixpath.normpath(posixpath.join(root, text.strip()))
             if text.strip() and not text.strip().startswith("~"):
