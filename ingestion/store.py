@@ -271,7 +271,7 @@ def write_states(states: Iterator[TraceState] | list[TraceState], folder: Path) 
     return writer.states
 
 
-class _Segments:
+class Segments:
     """Reads traces.jsonl forward, holding the current segment's messages and tool lists."""
 
     def __init__(self, handle: IO[bytes], name: str) -> None:
@@ -322,7 +322,7 @@ def load_states(path: Path) -> Iterator[TraceState]:
     except OSError as error:
         raise StoreError(f"cannot read {states_path}: {error.strerror or error}") from error
     with states:
-        segments: _Segments | None = None
+        segments: Segments | None = None
         number = 0
         try:
             for line in states:
@@ -334,8 +334,8 @@ def load_states(path: Path) -> Iterator[TraceState]:
                     yield TraceState.model_validate(row)
                     continue
                 if segments is None:
-                    segments = _Segments(open(traces_path, "rb"), str(traces_path))
-                yield _rebuild(row, segments)
+                    segments = Segments(open(traces_path, "rb"), str(traces_path))
+                yield rebuild_state(row, segments)
         except (orjson.JSONDecodeError, KeyError, TypeError, IndexError, ValueError) as error:
             raise StoreError(f"{states_path}:{number}: not a state this version wrote ({error})") from error
         except OSError as error:
@@ -345,7 +345,8 @@ def load_states(path: Path) -> Iterator[TraceState]:
                 segments.handle.close()
 
 
-def _rebuild(row: dict[str, Any], segments: _Segments) -> TraceState:
+def rebuild_state(row: dict[str, Any], segments: Segments) -> TraceState:
+    """The TraceState of a states.jsonl row (consumed), its messages and tools from `segments`."""
     ranges = row.pop("messages")
     last = max((stop for _, stop in ranges), default=0) - 1
     tools = row.pop("tools")

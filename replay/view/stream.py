@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 
 from ingestion.schema import ReplayError, TraceState
-from ingestion.store import STATES_FILE, TRACES_FILE, _rebuild, _Segments, to_ranges
+from ingestion.store import STATES_FILE, TRACES_FILE, Segments, rebuild_state, to_ranges
 
 
 class StreamError(ReplayError):
@@ -76,7 +76,7 @@ def iter_rows(folder: Path) -> Iterator[tuple[dict[str, Any], Any]]:
                     row = segments.segment_row(row)
                 else:
                     if segments is None:
-                        segments = _Segments(open(traces_path, "rb"), str(traces_path))
+                        segments = Segments(open(traces_path, "rb"), str(traces_path))
                     last = max((stop for _, stop in row["messages"]), default=0) - 1
                     segments.need(row["segment"], last, row["tools"])
                 yield row, segments
@@ -85,10 +85,10 @@ def iter_rows(folder: Path) -> Iterator[tuple[dict[str, Any], Any]]:
     except OSError as error:
         raise StreamError(f"cannot read the run's states: {error.strerror or error}") from error
     finally:
-        if isinstance(segments, _Segments):
+        if isinstance(segments, Segments):
             segments.handle.close()
 
 
 def trace_state(row: dict[str, Any], segments: Any) -> TraceState:
     """The row as a TraceState (the store's own rebuild), for what needs one: deciding a state again."""
-    return _rebuild(dict(row), segments)
+    return rebuild_state(dict(row), segments)
