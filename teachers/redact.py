@@ -154,6 +154,7 @@ def _to_original(pos: int, pieces: list[tuple[int, int, int, int]], starts: list
     return orig_end + (pos - dec_start - dec_len)
 
 
+@lru_cache(maxsize=4096)  # paths and ids recur across the texts of a session
 def _decoded_base64(run: bytes) -> str | None:
     if _ENCODED.search(run) is None:
         return None  # an identifier or a word, not an encoding
