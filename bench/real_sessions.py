@@ -153,8 +153,13 @@ def _dry_run(tree: Path, corpus: Path, extra: list[str]) -> Run:
     code = ("import resource, sys, runpy; sys.argv = ['replay.run'] + sys.argv[1:]\n"
             "try:\n    runpy.run_module('replay.run', run_name='__main__')\n"
             "except SystemExit as e:\n    code = e.code\nelse:\n    code = 0\n"
-            "print('RSS', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,\n"
-            "      resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr)\n"
+            # VmHWM is this process's own peak: ru_maxrss keeps the peak of the process that forked
+            # it (Linux carries it over exec), here this bench's.
+            "peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+            "try:\n    peak = int(next(line.split()[1] for line in open('/proc/self/status')\n"
+            "                    if line.startswith('VmHWM')))\n"
+            "except OSError:\n    pass\n"
+            "print('RSS', peak, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr)\n"
             "sys.exit(code)")
     started = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", code, "--source", str(corpus), "--out", str(out / "o"),
@@ -166,7 +171,9 @@ def _dry_run(tree: Path, corpus: Path, extra: list[str]) -> Run:
                          if line.startswith("RSS "))
     digest = hashlib.sha256()
     for name in ("states.jsonl", "traces.jsonl"):
-        digest.update((out / "o" / name).read_bytes())
+        with open(out / "o" / name, "rb") as handle:   # in pieces: this process forks the next run
+            for piece in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(piece)
     run = Run(seconds, rss * 1024, children * 1024, _size(out / "o"), digest.hexdigest())
     shutil.rmtree(out, ignore_errors=True)
     return run
