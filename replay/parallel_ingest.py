@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 # Below this many bytes of input, starting workers costs more than it saves (~0.3 s each).
 MIN_PARALLEL_BYTES = 64 << 20
 MAX_AUTO_WORKERS = 8
+INPUT_AHEAD = 32 << 20   # bytes of input queued ahead per worker
 
 
 class Sequential(ReplayError):
@@ -161,18 +162,27 @@ def parallel_shards(pool: ProcessPoolExecutor, workers: int, files: list[Path], 
     key = redactor.key if redactor is not None else None
     seen = Seen()
     last_trace: str | None = None
-    window = 2 * workers + 2  # results held at once: memory stays a few files' worth
-    pending: list[tuple[Path, Future[FileResult]]] = []
+    pending: list[tuple[Path, int, Future[FileResult]]] = []
+    in_flight = 0   # input bytes of the pending files
     queue = iter(files)
     try:
         while True:
-            for path in queue:
-                pending.append((path, pool.submit(read_apart, path, options, key, redactor is not None)))
-                if len(pending) >= window:
+            # Files queued ahead keep the workers busy while this process waits on one file or reads
+            # one again itself (4% of the run on real sessions), up to INPUT_AHEAD bytes per worker:
+            # their results wait here, about a quarter of their size.
+            while len(pending) < 2 * workers + 2 or (in_flight < INPUT_AHEAD * workers
+                                                      and len(pending) < 16 * workers):
+                path = next(queue, None)
+                if path is None:
                     break
+                size = _size(path)
+                job = pool.submit(read_apart, path, options, key, redactor is not None)
+                pending.append((path, size, job))
+                in_flight += size
             if not pending:
                 return
-            path, future = pending.pop(0)
+            path, size, future = pending.pop(0)
+            in_flight -= size
             result = future.result()
             if seen.disjoint(result.seen):
                 _continues(result.first_trace, last_trace)
@@ -193,8 +203,15 @@ def parallel_shards(pool: ProcessPoolExecutor, workers: int, files: list[Path], 
             if on_file is not None:
                 on_file(path)
     finally:
-        for _path, future in pending:
+        for _path, _bytes, future in pending:
             future.cancel()
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0   # the worker says why (a counted skip)
 
 
 def _continues(first_trace: str | None, last_trace: str | None) -> None:
