@@ -237,8 +237,7 @@ class StateWriter(_Writer):
         states_out.write(_renumbered(shard.states, base, in_row=True))
         self._segment += shard.segments
         self.states += shard.count
-        self._trace = None   # the next state opens a segment, as after any other trace
-        self._messages, self._tools, self._previous = _Table(b"message"), _Table(b"tools"), ([], [], [])
+        self._trace = None   # the next state opens a segment (and fresh tables), as after any other trace
 
     def close(self) -> None:
         """Flush and move both files into place (traces first: a state never points at nothing)."""

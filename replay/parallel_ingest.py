@@ -54,7 +54,7 @@ class Sequential(ReplayError):
 
 @dataclass
 class Redaction:
-    """What a redactor counted over one file, and the trace it ended on."""
+    """What a redactor counted over one file (added to the main process's redactor)."""
 
     counts: Counter[str] = field(default_factory=Counter)
     states_token_ids_dropped: int = 0
@@ -91,10 +91,7 @@ def auto_workers(files: list[Path], requested: int | None = None) -> int:
         return 1
     size = 0
     for path in files:
-        try:
-            size += path.stat().st_size
-        except OSError:
-            continue
+        size += _size(path)
         if size >= MIN_PARALLEL_BYTES:
             return min(cores, MAX_AUTO_WORKERS)
     return 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -72,22 +72,21 @@ def _ingest(source: Path, files: list[Path], out: Path, options: IngestOptions, 
             stats: IngestStats, redactor: StateRedactor | None, workers: int) -> None:
     from replay.parallel_ingest import parallel_shards, worker_pool
 
-    if workers > 1:
+    with ExitStack() as stack:
         # The workers start before the progress bar's thread does (parallel_ingest.worker_pool).
-        with worker_pool(workers) as pool, _progress(len(files), "ingesting", console) as (bar, task), \
-                StateWriter(out) as writer:
-            def done(_path: Path) -> None:
-                bar.update(task, advance=1, info=f"{stats.states} states")
+        pool = stack.enter_context(worker_pool(workers)) if workers > 1 else None
+        bar, task = stack.enter_context(_progress(len(files), "ingesting", console))
+        writer = stack.enter_context(StateWriter(out))
 
-            for shard in parallel_shards(pool, workers, files, options, stats, redactor, on_file=done):
-                writer.write_shard(shard)
-        return
-    with _progress(len(files), "ingesting", console) as (bar, task), StateWriter(out) as writer:
-        def tick(_path: Path) -> None:
+        def done(_path: Path) -> None:
             bar.update(task, advance=1, info=f"{stats.states} states")
 
-        for state in iter_states(source, options, stats, files=files, on_file=tick):
-            writer.write(redactor(state) if redactor is not None else state)
+        if pool is not None:
+            for shard in parallel_shards(pool, workers, files, options, stats, redactor, on_file=done):
+                writer.write_shard(shard)
+        else:
+            for state in iter_states(source, options, stats, files=files, on_file=done):
+                writer.write(redactor(state) if redactor is not None else state)
 
 
 def redaction_key() -> bytes:
