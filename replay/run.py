@@ -20,7 +20,7 @@ from ingestion.options import DEFAULT_MAX_MESSAGE_CHARS, DEFAULT_MAX_PROMPT_TOKE
 from ingestion.schema import ReplayError
 from replay.flags import at_least, fraction, out_folder, positive_float, seconds, usd
 from replay.options import ConsensusOptions, ExportOptions, PoolOptions, RunConfig
-from replay.select import SelectError, parse_filter
+from replay.select.filters import SelectError, parse_filter
 
 
 class _Parser(argparse.ArgumentParser):
