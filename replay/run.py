@@ -8,6 +8,7 @@ SIGTERM (every answer received is in the cache, OUT as it was).
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import signal
 import sys
@@ -285,6 +286,12 @@ def _lacking(teachers: str | None) -> dict[str, list[str]]:
     return {spec.name: keys for spec in parse_pool(teachers) if (keys := missing_keys(spec))}
 
 
+def _python() -> str:
+    from replay.next_step import python_command
+
+    return python_command(sys.executable, sys.prefix, sys.base_prefix, os.getcwd())
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
@@ -313,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
     print_summary(report, str(args.out))
     if report.dry_run and not args.view:
         print("\n".join(next_step_lines(argv, str(args.out), report.states, args.teachers,
-                                         _lacking(args.teachers))))
+                                         _lacking(args.teachers), _python())))
     if args.view:
         from replay.view.cli import main as view_main
 

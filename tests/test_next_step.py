@@ -26,20 +26,20 @@ def _dry_run(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> l
 def test_dry_run_names_missing_keys_and_the_paid_command(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "DEEPSEEK_API_KEY")}
     lines = _dry_run(tmp_path, "--teachers", "gpt-5,deepseek", env=env)
-    tail = "\n".join(lines[-6:])
-    assert lines[-6] == "Next:"
+    tail = "\n".join(lines[-7:])
+    assert lines[-7] == "Next:"
     assert "export OPENAI_API_KEY=... DEEPSEEK_API_KEY=..." in tail
-    command = next(line.strip() for line in lines[-6:] if line.strip().startswith("python -m replay.run"))
+    command = next(line.strip() for line in lines[-7:] if " -m replay.run " in line)
     assert "--dry-run" not in command and "--teachers gpt-5,deepseek" in command
-    assert f"python -m replay.view {tmp_path / 'out'}" in tail and "12 states" in tail
+    assert f"-m replay.view {tmp_path / 'out'}" in tail and "12 states" in tail
 
 
 def test_the_command_it_names_runs(tmp_path: Path) -> None:
     """With teachers of our own (no keys needed) the next step is the command itself, and it pays."""
     with LLMServer(lambda body: Reply(chat_completion("Done."))) as server:
         lines = _dry_run(tmp_path, "--teachers", pool(server.url, "a", "b"))
-        assert not any("export" in line for line in lines[-5:])
-        command = next(line.strip() for line in lines[-5:] if line.strip().startswith("python -m replay.run"))
+        assert not any("export" in line for line in lines[-6:])
+        command = next(line.strip() for line in lines[-6:] if " -m replay.run " in line)
         argv = shlex.split(command)
         done = subprocess.run([sys.executable, *argv[1:]], cwd=ROOT, capture_output=True, text=True,
                               timeout=300)
@@ -51,4 +51,4 @@ def test_the_command_it_names_runs(tmp_path: Path) -> None:
 
 def test_without_teachers_it_shows_how_to_name_them(tmp_path: Path) -> None:
     lines = _dry_run(tmp_path)
-    assert any("--teachers gpt-5,deepseek" in line for line in lines[-5:])
+    assert any("--teachers gpt-5,deepseek" in line for line in lines[-6:])
