@@ -42,7 +42,7 @@ _ESCAPE = re.compile(r"""\\(?:u([0-9a-fA-F]{4})|x([0-9a-fA-F]{2})|([nrt"\\/' !#-
 _SHELL_QUOTE = re.compile(r"""'(?:"'"|\\')'""")
 # A quote doubled inside a string quoted with it (YAML's 'it''s', C#'s @"say ""hi"""), a view when a
 # value opens with one (`Password=''…''`): a connection string's quoted password in a YAML or C# string.
-_DOUBLED = re.compile(r"''|\"\"")
+_DOUBLED = re.compile(r"(?<!\\)(?:''|\"\")")  # not `\""`: an escaped quote, then the string's end
 _SCALARS = frozenset({int, float, bool, type(None)})
 _ENCODED = re.compile(rb"[0-9+/]")
 _SIMPLE = {"n": "\n", "r": "\r", "t": "\t", '"': '"', "\\": "\\", "/": "/", "'": "'"}
@@ -188,8 +188,8 @@ def _find(text: str, depth: int) -> list[Span]:
     views = [_ESCAPE] if "\\" in text else []
     if "'\"'\"'" in text or "'\\''" in text:
         views.append(_SHELL_QUOTE)
-    if "=''" in text or '=""' in text:
-        views.append(_DOUBLED)
+    if depth == _DEPTH and ("=''" in text or '=""' in text):  # in the text as written: a decoded `\""` is
+        views.append(_DOUBLED)                                 # an escaped quote, then the string's end
     for escape in views:
         decoded, pieces = _unescape(text, escape)
         if pieces:
