@@ -34,7 +34,15 @@ from teachers.secret_values import plausible
 MARK = re.compile(r"\[REDACTED:[^\]\s]*\]")
 # Fields that are structure, not content: ids and roles are never secrets and must stay intact.
 _STRUCTURAL = frozenset({"role", "type", "id", "tool_call_id", "name"})
-_ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|x([0-9a-fA-F]{2})|([nrt\"\\/']))")
+# JSON / `\u` / `\x` escapes, and a shell's backslash before punctuation or a space (`\;`, `\&`, `\ `
+# in an unquoted word: a connection string's password in a shell command, issue #34).
+_ESCAPE = re.compile(r"""\\(?:u([0-9a-fA-F]{4})|x([0-9a-fA-F]{2})|([nrt"\\/' !#-.:-@\[\]^`{-~]))""")
+# A quote inside a shell's single quotes (`'"'"'`, `'\''`, as shlex.quote writes it), a view of its
+# own: between single quotes a backslash is no escape (`'p\rss'` is not `p<CR>ss`).
+_SHELL_QUOTE = re.compile(r"""'(?:"'"|\\')'""")
+# A quote doubled inside a string quoted with it (YAML's 'it''s', C#'s @"say ""hi"""), a view when a
+# value opens with one (`Password=''…''`): a connection string's quoted password in a YAML or C# string.
+_DOUBLED = re.compile(r"(?<!\\)(?:''|\"\")")  # not `\""`: an escaped quote, then the string's end
 _SCALARS = frozenset({int, float, bool, type(None)})
 _ENCODED = re.compile(rb"[0-9+/]")
 _SIMPLE = {"n": "\n", "r": "\r", "t": "\t", '"': '"', "\\": "\\", "/": "/", "'": "'"}
@@ -88,7 +96,7 @@ def _direct(text: str, data: bytes) -> list[Span]:
             line_start = data.rfind(b"\n", 0, start) + 1
             line_end = data.find(b"\n", end)
             line = data[line_start:line_end if line_end >= 0 else len(data)]
-            allowlists = (*rules.allowlists, *rule.allowlists)
+            allowlists = (*rules.allowlists, *rule.allowlists) if rule.global_allow else rule.allowlists
             if any(a.allows(secret_bytes, match.group(0), line) for a in allowlists):
                 continue
             quoted = start > 0 and data[start - 1:start] in (b'"', b"'", b"`")
@@ -123,17 +131,17 @@ def _undeferred(data: bytes, deferring: list[tuple[int, int, Rule, int]], found:
     return kept
 
 
-def _unescape(text: str) -> tuple[str, list[tuple[int, int, int, int]]]:
+def _unescape(text: str, escape: re.Pattern[str] = _ESCAPE) -> tuple[str, list[tuple[int, int, int, int]]]:
     """The text with escapes decoded, and (decoded start, decoded length, original start, original end)
     of each escape."""
     out: list[str] = []
     pieces: list[tuple[int, int, int, int]] = []
     last = size = 0
-    for match in _ESCAPE.finditer(text):
+    for match in escape.finditer(text):
         out.append(text[last:match.start()])
         size += match.start() - last
-        code, byte, simple = match.groups()
-        char = chr(int(code or byte, 16)) if (code or byte) else _SIMPLE[simple]
+        code, byte, simple = match.groups() or (None, None, match.group()[0])  # a quote, undoubled
+        char = chr(int(code or byte, 16)) if (code or byte) else _SIMPLE.get(simple, simple)
         pieces.append((size, len(char), match.start(), match.end()))
         out.append(char)
         size += len(char)
@@ -177,8 +185,13 @@ def _find(text: str, depth: int) -> list[Span]:
     spans = _direct(text, data)
     if depth <= 0:
         return spans
-    if "\\" in text:
-        decoded, pieces = _unescape(text)
+    views = [_ESCAPE] if "\\" in text else []
+    if "'\"'\"'" in text or "'\\''" in text:
+        views.append(_SHELL_QUOTE)
+    if depth == _DEPTH and ("=''" in text or '=""' in text):  # in the text as written: a decoded `\""` is
+        views.append(_DOUBLED)                                 # an escaped quote, then the string's end
+    for escape in views:
+        decoded, pieces = _unescape(text, escape)
         if pieces:
             starts = [p[0] for p in pieces]
             spans += [(_to_original(s, pieces, starts, False), _to_original(e, pieces, starts, True), r)

@@ -57,6 +57,7 @@ class Rule:
     judge: str = ""                  # how the value must look like a secret (teachers.secret_values)
     whole_match: bool = False        # the secret group is a fragment: the whole match is the secret
     defers: bool = False             # yields to a service's own rule named in the match (defer_to_named)
+    global_allow: bool = True        # gitleaks' global allowlist applies (not in skip_global_allowlist)
 
 
 @dataclass(frozen=True)
@@ -156,8 +157,10 @@ def _allowlists(entries: list[dict[str, Any]]) -> tuple[Allowlist, ...]:
 
 
 def _rule(raw: dict[str, Any], extra_allow: list[dict[str, Any]], generic: set[str],
-          whole: frozenset[str] = frozenset(), defers: frozenset[str] = frozenset()) -> Rule:
+          whole: frozenset[str] = frozenset(), defers: frozenset[str] = frozenset(),
+          own_only: frozenset[str] = frozenset()) -> Rule:
     return Rule(whole_match=raw["id"] in whole, defers=raw["id"] in defers, id=raw["id"],
+                global_allow=raw["id"] not in own_only,
                 regex=_compile(raw["regex"]), secret_group=int(raw.get("secretGroup", 0)),
                 entropy=float(raw.get("entropy", 0.0)),
                 keywords=tuple(k.lower() for k in raw.get("keywords", [])),
@@ -172,10 +175,10 @@ def _read(name: str) -> dict[str, Any]:
 
 def _build(raws: list[dict[str, Any]], extra: dict[str, list[dict[str, Any]]], generic: set[str],
            glob: list[dict[str, Any]], whole: frozenset[str] = frozenset(),
-           defer: dict[str, Any] | None = None) -> RuleSet:
+           defer: dict[str, Any] | None = None, own_only: frozenset[str] = frozenset()) -> RuleSet:
     defer = defer or {}
-    rules = tuple(_rule(raw, extra.get(raw["id"], []), generic, whole, frozenset(defer.get("rules", [])))
-                  for raw in raws)
+    rules = tuple(_rule(raw, extra.get(raw["id"], []), generic, whole, frozenset(defer.get("rules", [])),
+                        own_only) for raw in raws)
     keywords = sorted({k for rule in rules for k in rule.keywords})
     keyword_set = _word_set(tuple(keywords))
     index = {word: i for i, word in enumerate(keywords)}
@@ -209,7 +212,7 @@ def rule_set() -> RuleSet:
     raws = [r for r in theirs["rules"] if r.get("regex") and r["id"] not in disabled] + ours["rules"]
     glob = [theirs.get("allowlist", {}), *theirs.get("allowlists", []), *ours.get("global_allowlists", [])]
     rules = _build(raws, extra, generic, glob, frozenset(ours.get("whole_match", [])),
-                   ours.get("defer_to_named", {}))
+                   ours.get("defer_to_named", {}), frozenset(ours.get("skip_global_allowlist", [])))
     keywords = sorted({k for rule in rules.rules for k in rule.keywords})  # the keyword set's order
     built = secret_prefilter.build([raw["regex"].encode() for raw in raws], keywords)
     if built is None:

@@ -25,6 +25,33 @@ _PATH_OR_URL = re.compile(r"^(?:~?/|\./|\.\./|[A-Za-z]:\\|[a-z][a-z0-9+.-]*://[^
 _HYPHEN_WORDS = re.compile(r"^[a-z]+(?:-[a-z]+)*$")
 
 
+# A connection string's whole value that only names its secret: a reference that a shell, a template or
+# a config system fills in, or a placeholder, whose name says it is one (`${DB_PASSWORD}`, `$PGPASSWORD`,
+# `%DB_PWD%`, `{{ db_password }}`, `<your-password>`). Whole values only: in a connection string anything
+# else is a credential, whatever its characters (`$A5CA79`, `{{x?}}}`, `<3abc>`).
+_NAMES_IT = r"[\w.-]*(?i:pass|pwd|pw|secret|key|token|cred)[\w.-]*"
+_STANDS_FOR = re.compile(rf"^(?:\$\{{[\w.:?=+-]*\}}|\${_NAMES_IT}|\$\(.*\)|%{_NAMES_IT}%|@{_NAMES_IT}@"
+                         r"|\{\{[ \t]*[\w .|()'\"-]+[ \t]*\}\}|\$\{\{[^{}]*\}\}|\[REDACTED:.*"
+                         r"|\*+|[xX]+|\.\.\.|…|<[\w .-]*(?i:pass|pwd|pw|secret|key|token|cred)[\w .-]*>"
+                         r"|(?i:your[\w .-]*))$")
+
+
+def stands_for(value: str) -> bool:
+    """Whether a connection string's value only names its secret (judge "connection").
+
+    >>> [stands_for(v) for v in ("${DB_PASSWORD}", "$DB_PASS", "<password>", "{{ pw }}", "{your_password}")]
+    [True, True, True, True, True]
+    >>> [stands_for(v) for v in ("$ecret9", "$A5CA79", "{{x?}}}", "p@ss;w0rd", "x9", "NotFalse#2024")]
+    [False, False, False, False, False, False]
+    """
+    text = value.strip().strip("\\\"'`").strip()
+    if _STANDS_FOR.match(text):
+        return True
+    if text[:1] == "{" and text[-1:] == "}":  # ODBC's {braces} quote the value, }} inside
+        text = text[1:-1].replace("}}", "}").strip()
+    return not text or _STANDS_FOR.match(text) is not None
+
+
 _RUN = re.compile(r"(.)\1{5,}")
 # six in a row, each the next code point after a letter: `z` is followed by `{`
 _ALPHABET_RUN = re.compile("|".join([string.ascii_lowercase[i:i + 6] for i in range(21)] + [r"vwxyz\{"]),
@@ -81,6 +108,8 @@ def plausible(value: str, judge: str, quoted: bool = False) -> bool:
     >>> plausible("hunter2!", "prose"), plausible("incorrect", "prose"), plausible("sk-folding-cube", "token")
     (True, False, False)
     """
+    if judge == "connection":
+        return not stands_for(value)
     text, had_quotes = _unquote(value)
     quoted = quoted or had_quotes
     if (not text.strip() or _REFERENCE.search(text) or _PLACEHOLDER.search(text) or _FILLER.search(text)
