@@ -150,10 +150,14 @@ def generated_ids(reply: StudentReply, max_tokens: int | None) -> list[int] | No
     return list(ids) if is_truncated(reply, max_tokens) else ids[:-1]
 
 
-def raw_history_message(reply: StudentReply) -> dict[str, Any] | None:
-    """The reply as it goes back when its generated text is known: that text whole (reasoning between
-    its think tags, tool-call markup included) as the content, so that the chat template, which writes
-    an assistant message's content as it is, renders the turn exactly as the model wrote it.
+def raw_history_message(reply: StudentReply, style: EchoStyle = "inline",
+                        think_tags: tuple[str, str] = ("<think>", "</think>")) -> dict[str, Any] | None:
+    """The reply as it goes back when its generated text is known: that text whole (tool-call markup
+    included) as the content, so that the chat template, which writes an assistant message's content as
+    it is, renders the turn exactly as the model wrote it. Its reasoning stays inline, between the think
+    tags as generated, unless the server hands a `reasoning` field to the template (`style` "field"):
+    then it goes there, the rest of the text in the content (Qwen3's template keeps an empty think
+    block it is given as a field, and drops one it finds inline).
 
     This is the text form of what multi-turn RL trainers do with token ids (TRL's GRPO tool loop, verl's
     and SkyRL's agent loops): the next prompt is the previous prompt + the completion as generated +
@@ -161,10 +165,18 @@ def raw_history_message(reply: StudentReply) -> dict[str, Any] | None:
 
     >>> raw_history_message(StudentReply({"role": "assistant", "content": None}, text="<tool_call>x"))
     {'role': 'assistant', 'content': '<tool_call>x'}
+    >>> raw_history_message(StudentReply({}, text="<think>\\n\\n</think>\\n\\n<tool_call>x"), "field")
+    {'role': 'assistant', 'content': '\\n\\n<tool_call>x', 'reasoning': '\\n\\n'}
     >>> raw_history_message(StudentReply({"role": "assistant", "content": "hi"})) is None
     True
     """
-    return None if reply.text is None else {"role": "assistant", "content": reply.text}
+    if reply.text is None:
+        return None
+    opening, closing = think_tags
+    head, found, rest = reply.text.partition(closing)
+    if style != "field" or not found:
+        return {"role": "assistant", "content": reply.text}
+    return {"role": "assistant", "content": rest, "reasoning": head.split(opening, 1)[-1]}
 
 
 def is_truncated(reply: StudentReply, max_tokens: int | None) -> bool:

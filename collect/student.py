@@ -312,9 +312,9 @@ class Student:
     def history_message(self, reply: StudentReply) -> dict[str, Any]:
         """The reply as the next request shows it to the student: as generated where its text is known
         (`--reasoning-echo auto`), else parsed, its reasoning where the template reads it."""
-        if self.echo == "auto" and (raw := raw_history_message(reply)) is not None:
-            return raw
         style = resolve_echo(self.echo, reply.reasoning_field or self.backend.reasoning_field)
+        if self.echo == "auto" and (raw := raw_history_message(reply, style, self.think_tags)) is not None:
+            return raw
         return with_reasoning(reply.message, reply.reasoning, style, self.think_tags)
 
     def explain_break(self, previous: StudentReply, reply: StudentReply) -> PrefixBreak:

@@ -152,8 +152,9 @@ def rollout_outcome(turn: TurnRecord, final: FinalRecord | None) -> dict[str, ob
 
 def parsed_history(messages: list[dict[str, Any]], earlier: dict[int, TurnRecord]) -> list[dict[str, Any]]:
     """The request messages with each reply that went back as generated text (the turn's
-    `completion_text`, collect/reply.py `raw_history_message`) shown parsed again: its content and
-    tool calls, as the server returned them. The n-th assistant message is turn n's reply.
+    `completion_text`, collect/reply.py `raw_history_message`: no `tool_calls`, the markup in the content)
+    shown parsed again: its content and tool calls, as the server returned them. The n-th assistant
+    message is turn n's reply.
 
     >>> done = TurnRecord(turn=0, messages=[], completion_text="<tool_call>x</tool_call>",
     ...                   response={"role": "assistant", "content": None, "tool_calls": [{"id": "c"}]})
@@ -166,8 +167,7 @@ def parsed_history(messages: list[dict[str, Any]], earlier: dict[int, TurnRecord
         if message.get("role") == "assistant":
             turn = earlier.get(index)
             index += 1
-            if turn is not None and turn.completion_text is not None and not message.get("tool_calls") \
-                    and message.get("content") == turn.completion_text:
+            if turn is not None and turn.completion_text is not None and not message.get("tool_calls"):
                 message = {key: value for key, value in turn.response.items()
                            if key in ("role", "content", "tool_calls")}
         out.append(message)

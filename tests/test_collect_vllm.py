@@ -173,10 +173,13 @@ def test_replies_go_back_as_generated_so_each_prompt_extends_the_last(
     field = "reasoning" if version == "0.33" else "reasoning_content"
     assert {t["reasoning_field"] for t in turns} == {field}
     assert turns[0]["reasoning"] == "\nTurn 0: what next?\n"
-    # The reply goes back whole, as the model wrote it: reasoning, markup and all, and nothing else.
+    # The reply goes back whole, as the model wrote it: markup and all, its reasoning inline where the
+    # server reads none (0.10), in the field where it does (0.33).
     generated = server.policy(sent[0])
     assert turns[0]["completion_text"] == generated
-    assert sent[1]["messages"][2] == {"role": "assistant", "content": generated}
+    thought, _, rest = generated.partition("</think>")
+    assert sent[1]["messages"][2] == ({"role": "assistant", "content": generated} if version == "0.10" else
+                                      {"role": "assistant", "content": rest, "reasoning": thought[7:]})
     for before, after in zip(turns, turns[1:], strict=False):
         prefix = before["prompt_token_ids"] + before["completion_token_ids"]
         assert after["prompt_token_ids"][:len(prefix)] == prefix
