@@ -11,7 +11,8 @@ A reply the agent cannot act on never ends the rollout as if the student were do
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from collect.config import AgentSpec
@@ -20,7 +21,7 @@ from collect.reply import StudentReply, extends, find_markup, is_truncated
 from collect.runtime import Interrupted, RuntimeFailure
 from collect.student import ContextOverflow, StudentError
 from collect.tools import Workspace, execute, tool_message
-from ingestion.rollout_format import ExitStatus, Observation, TurnRecord
+from ingestion.rollout_format import ExitStatus, Observation, PrefixBreak, TurnRecord
 
 
 class Asker(Protocol):
@@ -28,6 +29,7 @@ class Asker(Protocol):
 
     def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> StudentReply: ...
     def history_message(self, reply: StudentReply) -> dict[str, Any]: ...
+    def explain_break(self, previous: StudentReply, reply: StudentReply) -> PrefixBreak: ...
 
 
 @dataclass
@@ -37,10 +39,12 @@ class AgentResult:
     turns_with_token_ids: int = 0
     prefix_breaks: int = 0        # turns whose prompt does not extend the previous prompt + completion
     error: str | None = None
+    break_reasons: Counter[str] = field(default_factory=Counter)   # PrefixBreak.reason: turns
 
 
 def turn_record(turn: int, messages: list[dict[str, Any]], reply: StudentReply,
-                observations: list[Observation], prefix_ok: bool | None = None) -> TurnRecord:
+                observations: list[Observation], prefix_ok: bool | None = None,
+                prefix_break: PrefixBreak | None = None) -> TurnRecord:
     """What one turn leaves in the rollout file.
 
     >>> turn_record(0, [], StudentReply(message={"role": "assistant", "content": "x"}), []).response
@@ -50,6 +54,7 @@ def turn_record(turn: int, messages: list[dict[str, Any]], reply: StudentReply,
                       reasoning_field=reply.reasoning_field, finish_reason=reply.finish_reason,
                       prompt_token_ids=reply.prompt_token_ids,
                       completion_token_ids=reply.completion_token_ids, prefix_ok=prefix_ok,
+                      prefix_break=prefix_break, completion_text=reply.text,
                       logprobs=reply.logprobs, tokens=reply.tokens, usage=reply.usage,
                       observations=observations, elapsed_s=reply.elapsed_s)
 
@@ -99,6 +104,7 @@ def run_agent(student: Asker, workspace: Workspace, spec: AgentSpec, problem_sta
         except StudentError as exc:
             return _ended(result, "student_error", str(exc))
         prefix_ok = extends(previous, reply)
+        why = student.explain_break(previous, reply) if prefix_ok is False and previous else None
         previous = reply
         observations = feedback(reply, spec, student.sampling.get("max_tokens"))
         done = observations == []
@@ -115,10 +121,12 @@ def run_agent(student: Asker, workspace: Workspace, spec: AgentSpec, problem_sta
             return _ended(result, "runtime_error", str(exc))
         finally:
             # Written even when a tool call fails half way: what the student did is the valuable part.
-            writer.write(turn_record(turn, list(messages), reply, observations or [], prefix_ok))
+            writer.write(turn_record(turn, list(messages), reply, observations or [], prefix_ok, why))
             result.turns += 1
             result.turns_with_token_ids += reply.completion_token_ids is not None
             result.prefix_breaks += prefix_ok is False
+            if why is not None:
+                result.break_reasons[why.reason] += 1
         if done:
             return _ended(result, "submitted")
         messages = [*messages, student.history_message(reply), *(tool_message(obs) for obs in observations)]

@@ -6,7 +6,11 @@ reasoning, which vLLM <= 0.11 names `reasoning_content` and 0.12+ `reasoning`.
 
 Writing back: the next request must show the student its own reply the way its chat template expects,
 or the prompt no longer extends the previous prompt + completion (and a reasoning model loses its
-thoughts between tool calls). vLLM <= 0.11 drops any reasoning field of a request message before the
+thoughts between tool calls). Where the server gave token ids, the reply goes back as the text the
+model generated (`raw_history_message`): the parsed form loses what the tool parser drops (the text
+between and after the calls, the calls' own spacing and key order), and the template cannot write back
+what it never saw (#34: two parallel calls broke the prefix right after the first). Otherwise it goes
+back parsed, as below. vLLM <= 0.11 drops any reasoning field of a request message before the
 template runs, so the reasoning goes back inline, between the reasoning parser's tags, where Qwen3-style
 templates look for it; 0.12+ hands `reasoning` to the template. `--reasoning-echo auto` picks by the
 field the server answered with.
@@ -34,6 +38,7 @@ class StudentReply:
     tokens: list[str] | None = None
     usage: dict[str, Any] | None = None
     elapsed_s: float = 0.0
+    text: str | None = None                    # the completion as generated (raw_history_message)
     body: dict[str, Any] = field(default_factory=dict, repr=False)   # the raw response (the proxy's)
 
     @property
@@ -113,6 +118,67 @@ def extends(previous: StudentReply | None, reply: StudentReply) -> bool | None:
     return reply.prompt_token_ids[:len(prefix)] == prefix
 
 
+def break_at(previous: StudentReply, reply: StudentReply) -> tuple[int, int | None]:
+    """Where `reply`'s prompt leaves the previous prompt + completion: (prompt index, index into the
+    previous completion, or None where the earlier prompt itself was rendered otherwise).
+
+    >>> before = StudentReply({}, prompt_token_ids=[1, 2], completion_token_ids=[3, 4])
+    >>> break_at(before, StudentReply({}, prompt_token_ids=[1, 2, 3, 5])), break_at(
+    ...     before, StudentReply({}, prompt_token_ids=[1, 7, 3, 4]))
+    ((3, 1), (1, None))
+    """
+    prefix = (previous.prompt_token_ids or []) + (previous.completion_token_ids or [])
+    prompt = reply.prompt_token_ids or []
+    index = next((i for i, (a, b) in enumerate(zip(prefix, prompt, strict=False)) if a != b),
+                 min(len(prefix), len(prompt)))
+    start = len(previous.prompt_token_ids or [])
+    return index, (index - start if index >= start else None)
+
+
+def generated_ids(reply: StudentReply, max_tokens: int | None) -> list[int] | None:
+    """The completion's ids without its end-of-turn token (the template writes that one itself); a
+    reply cut at the limit has none.
+
+    >>> generated_ids(StudentReply({}, finish_reason="stop", completion_token_ids=[5, 6, 2]), None)
+    [5, 6]
+    >>> generated_ids(StudentReply({}, finish_reason="length", completion_token_ids=[5, 6]), None)
+    [5, 6]
+    """
+    ids = reply.completion_token_ids
+    if not ids:
+        return None
+    return list(ids) if is_truncated(reply, max_tokens) else ids[:-1]
+
+
+def raw_history_message(reply: StudentReply, style: EchoStyle = "inline",
+                        think_tags: tuple[str, str] = ("<think>", "</think>")) -> dict[str, Any] | None:
+    """The reply as it goes back when its generated text is known: that text whole (tool-call markup
+    included) as the content, so that the chat template, which writes an assistant message's content as
+    it is, renders the turn exactly as the model wrote it. Its reasoning stays inline, between the think
+    tags as generated, unless the server hands a `reasoning` field to the template (`style` "field"):
+    then it goes there, the rest of the text in the content (Qwen3's template keeps an empty think
+    block it is given as a field, and drops one it finds inline).
+
+    This is the text form of what multi-turn RL trainers do with token ids (TRL's GRPO tool loop, verl's
+    and SkyRL's agent loops): the next prompt is the previous prompt + the completion as generated +
+    the tool results, never a re-rendering of a parsed reply.
+
+    >>> raw_history_message(StudentReply({"role": "assistant", "content": None}, text="<tool_call>x"))
+    {'role': 'assistant', 'content': '<tool_call>x'}
+    >>> raw_history_message(StudentReply({}, text="<think>\\n\\n</think>\\n\\n<tool_call>x"), "field")
+    {'role': 'assistant', 'content': '\\n\\n<tool_call>x', 'reasoning': '\\n\\n'}
+    >>> raw_history_message(StudentReply({"role": "assistant", "content": "hi"})) is None
+    True
+    """
+    if reply.text is None:
+        return None
+    opening, closing = think_tags
+    head, found, rest = reply.text.partition(closing)
+    if style != "field" or not found:
+        return {"role": "assistant", "content": reply.text}
+    return {"role": "assistant", "content": rest, "reasoning": head.split(opening, 1)[-1]}
+
+
 def is_truncated(reply: StudentReply, max_tokens: int | None) -> bool:
     """The reply was cut at the token limit. vLLM 0.10 reports `tool_calls` even for a cut call its
     parser could still read, so a reply that used every token it was allowed counts as cut too.
@@ -165,19 +231,23 @@ def with_reasoning(message: dict[str, Any], reasoning: str | None, style: EchoSt
 
 
 def echo_content(message: dict[str, Any]) -> Any:
-    """The content an assistant message goes back with: whitespace-only beside tool calls becomes "".
+    """The content an assistant message goes back with: whitespace-only beside tool calls becomes "",
+    and one newline before the calls is left to the template.
 
-    vLLM 0.10's tool parsers return the text before `<tool_call>` as content, `"\\n\\n"` after a
-    reasoning model's `</think>`; Qwen3's template writes a newline before the first call when the
-    content is non-empty (unstripped), so echoing it would render one `"\\n"` the model never wrote.
+    vLLM's tool parsers return the text before `<tool_call>` as content, `"\\n\\n"` after a reasoning
+    model's `</think>`, `"I'll look.\\n"` where the model wrote a line before its calls; Qwen3's template
+    writes a newline before the first call when the content is non-empty (unstripped), so echoing either
+    as it came would render one `"\\n"` the model never wrote.
 
     >>> echo_content({"content": "\\n\\n", "tool_calls": [{"id": "c"}]}), echo_content({"content": "\\n\\n"})
     ('', '\\n\\n')
+    >>> echo_content({"content": "I'll look.\\n", "tool_calls": [{"id": "c"}]})
+    "I'll look."
     """
     content = message.get("content")
-    if message.get("tool_calls") and isinstance(content, str) and not content.strip():
-        return ""
-    return content
+    if not message.get("tool_calls") or not isinstance(content, str):
+        return content
+    return content.removesuffix("\n") if content.strip() else ""
 
 
 def echo_history(messages: list[dict[str, Any]], style: EchoStyle,

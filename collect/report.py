@@ -24,6 +24,7 @@ class InstanceOutcome(BaseModel):
     turns: int = 0
     turns_with_token_ids: int = 0
     prefix_breaks: int = 0                 # turns whose prompt_token_ids do not extend the last turn's
+    prefix_break_reasons: dict[str, int] = Field(default_factory=dict)   # those turns by PrefixBreak.reason
     reward: float | None = None
     resolved: bool | None = None
     error_kind: ErrorKind | None = None
@@ -52,6 +53,9 @@ class RunReport(BaseModel):
     # Per student server (its URL, else provider/model): turns whose prompt_token_ids do not start with
     # the previous turn's prompt + completion. A trainer that scores a rollout as one sequence must know.
     prefix_breaks: dict[str, int] = Field(default_factory=dict)
+    # The same turns by why (ingestion/rollout_format.py PrefixBreak): history_rewritten, rerendered,
+    # retokenized, unknown.
+    prefix_break_reasons: dict[str, int] = Field(default_factory=dict)
     exit_status: dict[str, int] = Field(default_factory=dict)
     errors: dict[ErrorKind, int] = Field(default_factory=dict)
     evaluated: int = 0
@@ -73,6 +77,8 @@ class RunReport(BaseModel):
         if outcome.rollout_file is not None:
             server = self.student_url or f"{self.student_provider or ''}/{self.student_model}"
             self.prefix_breaks[server] = self.prefix_breaks.get(server, 0) + outcome.prefix_breaks
+            self.prefix_break_reasons = dict(Counter(self.prefix_break_reasons)
+                                             + Counter(outcome.prefix_break_reasons))
         if outcome.exit_status:
             self.exit_status = dict(Counter(self.exit_status) + Counter([outcome.exit_status]))
         if outcome.error_kind:
@@ -96,7 +102,9 @@ class RunReport(BaseModel):
         if self.evaluate:
             text += f"; resolved {self.resolved}/{self.evaluated} evaluated"
         if broken := sum(self.prefix_breaks.values()):
-            text += f"; {broken} turns whose prompt does not extend the last (prefix_breaks)"
+            why = ", ".join(f"{reason}={n}" for reason, n in sorted(self.prefix_break_reasons.items()))
+            text += f"; {broken} turns whose prompt does not extend the last (prefix_breaks"
+            text += f": {why})" if why else ")"
         if self.errors:
             text += "; errors: " + ", ".join(f"{kind}={n}" for kind, n in sorted(self.errors.items()))
         dropped = [server.url or server.model for server in self.servers if server.token_extension_dropped]

@@ -48,8 +48,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
              "before temperature and top-p); recorded in every rollout, the API cannot tell")
     add("--reasoning-echo", default="auto", choices=["auto", "field", "inline", "none"],
         help="how a reply's reasoning goes back to the server: `field` (vLLM >= 0.12 reads `reasoning`), "
-             "`inline` between <think> tags (vLLM <= 0.11 drops request reasoning), `none`; auto: by the "
-             "field the server answers with")
+             "`inline` between <think> tags (vLLM <= 0.11 drops request reasoning), `none`; auto: the "
+             "reply goes back as generated (its text from /detokenize), its reasoning by the field the "
+             "server answers with")
     add("--request-timeout", type=float, default=600.0,
         help="seconds to wait for one student reply (default 600); a timeout is not retried")
     add("--command-timeout", type=int, default=120, help="seconds per bash command (default 120)")

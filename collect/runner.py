@@ -226,11 +226,12 @@ def _rollout(run: Run, row: Any, index: int, label: str, sample: int = 0) -> Ins
     finally:
         runtime.remove()
     return final_outcome(instance_id, str(path.relative_to(config.out)), final, result.turns_with_token_ids,
-                         config.evaluate, result.prefix_breaks)
+                         config.evaluate, result.prefix_breaks, dict(result.break_reasons))
 
 
 def final_outcome(instance_id: str, rollout_file: str, final: FinalRecord, token_turns: int,
-                  evaluate: bool, prefix_breaks: int = 0) -> InstanceOutcome:
+                  evaluate: bool, prefix_breaks: int = 0,
+                  break_reasons: dict[str, int] | None = None) -> InstanceOutcome:
     """A written rollout's outcome, from its final record (also how a rerun reads a finished one back).
 
     >>> final = FinalRecord(exit_status="submitted", turns=2)
@@ -241,6 +242,7 @@ def final_outcome(instance_id: str, rollout_file: str, final: FinalRecord, token
     kind = ERROR_KIND.get(final.exit_status) or ("evaluation_error" if failed_grade else None)
     return InstanceOutcome(instance_id=instance_id, rollout_file=rollout_file, exit_status=final.exit_status,
                            turns=final.turns, turns_with_token_ids=token_turns, prefix_breaks=prefix_breaks,
+                           prefix_break_reasons=break_reasons or {},
                            reward=final.reward,
                            resolved=final.resolved, error_kind=kind, error=final.error)
 

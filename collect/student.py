@@ -7,6 +7,10 @@ fields (`prompt_token_ids`, `choices[].token_ids`) are read as sent. An official
 (`--student-provider openai|anthropic|...`) is asked through litellm, without the token extension:
 same agents, same harness, no token ids.
 
+A vLLM reply with token ids is also read back as text (`POST /detokenize`, at the server's root): the
+next request sends it back as generated (collect/reply.py `raw_history_message`), so that every prompt
+extends the previous prompt + completion; a break left anyway is explained per turn (`explain_break`).
+
 The token extension (`logprobs: true`, `return_token_ids: true`) is dropped for one server only, and
 only when that server refuses one of its fields by name (collect/server_errors.py); why is kept in
 `dropped` for the run's report. Neither client retries on its own (`max_retries=0`, `num_retries=0`):
@@ -25,13 +29,24 @@ import time
 from typing import Any
 
 from collect.config import CollectConfig
-from collect.reply import BadReply, EchoStyle, StudentReply, parse_completion, resolve_echo, with_reasoning
+from collect.reply import (
+    BadReply,
+    EchoStyle,
+    StudentReply,
+    break_at,
+    generated_ids,
+    parse_completion,
+    raw_history_message,
+    resolve_echo,
+    with_reasoning,
+)
 from collect.server_errors import (
     error_fields,
     is_context_overflow,
     needs_auto_tool_choice,
     unsupported_extension,
 )
+from ingestion.rollout_format import PrefixBreak
 
 log = logging.getLogger("collect")
 RETRIES = 2
@@ -108,6 +123,7 @@ class Backend:
         self.extension = provider is None      # vLLM's token extension; official APIs have none
         self.dropped: str | None = None        # why the extension was dropped for this server
         self.reasoning_field: str | None = None
+        self.detokenizes = provider is None    # POST /detokenize served (vLLM); off after a 404
         self._lock = threading.Lock()
         self._client: Any = None
 
@@ -164,6 +180,30 @@ class Backend:
         except (json.JSONDecodeError, AttributeError):
             return None
         return [card for card in data if isinstance(card, dict)] if isinstance(data, list) else None
+
+    def detokenize(self, ids: list[int]) -> str | None:
+        """The text of `ids` as the server's tokenizer decodes them (special tokens kept); None where the
+        server does not serve /detokenize or did not answer (the caller falls back to the parsed reply)."""
+        import httpx
+
+        if not self.detokenizes or not self.url:
+            return None
+        root = self.url.rstrip("/").removesuffix("/v1")       # vLLM serves it beside /v1, not under it
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key not in ("", "EMPTY") else {}
+        try:
+            answer = httpx.post(f"{root}/detokenize", json={"tokens": ids}, headers=headers,
+                                timeout=self.timeout)
+            text = answer.json().get("prompt") if answer.status_code == 200 else None
+        except (httpx.HTTPError, ValueError, AttributeError) as exc:
+            log.warning("%s: /detokenize failed (%s)", self.name, type(exc).__name__)
+            return None
+        if answer.status_code in (404, 405):
+            with self._lock:
+                if self.detokenizes:
+                    self.detokenizes = False
+                    log.warning("%s serves no /detokenize: replies go back parsed (the prefix may break)",
+                                self.name)
+        return text if isinstance(text, str) else None
 
     def _error(self, status: int, message: str) -> StudentError:
         if is_context_overflow(message):
@@ -263,10 +303,32 @@ class Student:
         self.think_tags = think_tags
 
     def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> StudentReply:
-        return self.backend.send({"model": self.model, "messages": messages, "tools": tools,
-                                  "tool_choice": "auto", **self.sampling})
+        reply = self.backend.send({"model": self.model, "messages": messages, "tools": tools,
+                                   "tool_choice": "auto", **self.sampling})
+        if (ids := generated_ids(reply, self.sampling.get("max_tokens"))) is not None:
+            reply.text = self.backend.detokenize(ids)
+        return reply
 
     def history_message(self, reply: StudentReply) -> dict[str, Any]:
-        """The reply as the next request shows it to the student (reasoning where its template reads it)."""
+        """The reply as the next request shows it to the student: as generated where its text is known
+        (`--reasoning-echo auto`), else parsed, its reasoning where the template reads it."""
         style = resolve_echo(self.echo, reply.reasoning_field or self.backend.reasoning_field)
+        if self.echo == "auto" and (raw := raw_history_message(reply, style, self.think_tags)) is not None:
+            return raw
         return with_reasoning(reply.message, reply.reasoning, style, self.think_tags)
+
+    def explain_break(self, previous: StudentReply, reply: StudentReply) -> PrefixBreak:
+        """Why `reply`'s prompt does not extend the previous prompt + completion: the earlier history
+        rendered otherwise, the previous reply rendered otherwise, or the same text as other tokens."""
+        token, offset = break_at(previous, reply)
+        written = (previous.prompt_token_ids or []) + (generated_ids(previous, self.sampling.get(
+            "max_tokens")) or [])
+        before = self.backend.detokenize(written[token:])
+        shown = self.backend.detokenize((reply.prompt_token_ids or [])[token:])
+        if before is None or shown is None:
+            reason = "unknown"
+        elif shown.startswith(before):       # the same text from there on, cut into other tokens
+            reason = "retokenized"
+        else:
+            reason = "history_rewritten" if offset is None else "rerendered"
+        return PrefixBreak(reason=reason, token=token, completion_offset=offset)

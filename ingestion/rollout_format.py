@@ -71,6 +71,20 @@ class Observation(BaseModel):
     error: str | None = None
 
 
+BreakReason = Literal["history_rewritten", "rerendered", "retokenized", "unknown"]
+
+
+class PrefixBreak(BaseModel):
+    """Why a turn's prompt does not extend the previous prompt + completion (collect/reply.py
+    `break_reason`): the template rendered earlier history otherwise (`history_rewritten`, e.g. Qwen3 drops
+    the reasoning of turns before the last user message), rendered the previous reply otherwise than it
+    was written (`rerendered`), or the same text came back as other tokens (`retokenized`)."""
+
+    reason: BreakReason
+    token: int                             # the first prompt_token_ids index that differs
+    completion_offset: int | None = None   # that index in the previous completion; None: before it
+
+
 class TurnRecord(BaseModel):
     type: Literal["turn"] = "turn"
     turn: int                              # 0-based
@@ -84,6 +98,11 @@ class TurnRecord(BaseModel):
     # The prompt starts with the previous turn's prompt + completion; None on the first turn or
     # without token ids. A break means the echoed history renders otherwise than the model wrote it.
     prefix_ok: bool | None = None
+    prefix_break: PrefixBreak | None = None          # why, where prefix_ok is false
+    # The completion as generated (the server's /detokenize of completion_token_ids, the end-of-turn
+    # token left out): what the next request sends back as the assistant message, so that the template
+    # renders the reply exactly as the model wrote it. None: the reply went back parsed (no token ids).
+    completion_text: str | None = None
     logprobs: list[float] | None = None              # one per completion token
     tokens: list[str] | None = None                  # the tokens those logprobs belong to, as text
     usage: dict[str, Any] | None = None

@@ -150,8 +150,33 @@ def rollout_outcome(turn: TurnRecord, final: FinalRecord | None) -> dict[str, ob
     return outcome
 
 
-def build_state(header: RolloutHeader, turn: TurnRecord, final: FinalRecord | None, file: str) -> TraceState:
-    """One TraceState from a turn of a rollout (pure)."""
+def parsed_history(messages: list[dict[str, Any]], earlier: dict[int, TurnRecord]) -> list[dict[str, Any]]:
+    """The request messages with each reply that went back as generated text (the turn's
+    `completion_text`, collect/reply.py `raw_history_message`: no `tool_calls`, the markup in the content)
+    shown parsed again: its content and tool calls, as the server returned them. The n-th assistant
+    message is turn n's reply.
+
+    >>> done = TurnRecord(turn=0, messages=[], completion_text="<tool_call>x</tool_call>",
+    ...                   response={"role": "assistant", "content": None, "tool_calls": [{"id": "c"}]})
+    >>> parsed_history([{"role": "user", "content": "u"},
+    ...                 {"role": "assistant", "content": "<tool_call>x</tool_call>"}], {0: done})[1]
+    {'role': 'assistant', 'content': None, 'tool_calls': [{'id': 'c'}]}
+    """
+    out, index = [], 0
+    for message in messages:
+        if message.get("role") == "assistant":
+            turn = earlier.get(index)
+            index += 1
+            if turn is not None and turn.completion_text is not None and not message.get("tool_calls"):
+                message = {key: value for key, value in turn.response.items()
+                           if key in ("role", "content", "tool_calls")}
+        out.append(message)
+    return out
+
+
+def build_state(header: RolloutHeader, turn: TurnRecord, final: FinalRecord | None, file: str,
+                earlier: dict[int, TurnRecord] | None = None) -> TraceState:
+    """One TraceState from a turn of a rollout (pure); `earlier`: the rollout's turns by number."""
     action = student_action(turn)
     metadata = {
         "instance_id": header.instance_id, "rollout_id": header.rollout_id, "run_id": header.run_id,
@@ -167,7 +192,8 @@ def build_state(header: RolloutHeader, turn: TurnRecord, final: FinalRecord | No
     }
     return TraceState(
         state_id=make_state_id(SOURCE, header.rollout_id, turn.turn), trace_id=header.rollout_id,
-        turn=turn.turn, source=SOURCE, messages=[to_trace_message(m) for m in turn.messages],
+        turn=turn.turn, source=SOURCE,
+        messages=[to_trace_message(m) for m in parsed_history(turn.messages, earlier or {})],
         tools=header.tools, student_action=action, student_model=header.student_model,
         metadata=metadata)
 
@@ -219,9 +245,10 @@ def iter_rollout_states(path: Path | str, stats: IngestStats) -> Iterator[TraceS
     if final is None:   # a run still going, or killed: the turns are good, the reward unknown
         stats.problem(str(path), None, "no_final_record", action="repaired")
     stats.traces += 1
+    by_number = {turn.turn: turn for turn in turns}
     for turn in sorted(turns, key=lambda t: t.turn):
         stats.states += 1
-        state = build_state(header, turn, final, str(path))
+        state = build_state(header, turn, final, str(path), by_number)
         if state.metadata["inspects_history"]:
             stats.history["inspects_history"] += 1
         yield state

@@ -176,9 +176,9 @@ def _export_flags(group: argparse._ArgumentGroup) -> None:
                             "chosen rendered as rejected, or longer than --max-length (counted)")
     group.add_argument("--preflight-template", metavar="NAMES", default="",
                        help="comma-separated chat templates to check every pair against, never dropping: "
-                            "names shipped in configs/chat_templates (qwen3, llama3.1, hermes, gemma3), "
-                            "a .jinja file, or a tokenizer path / Hub name; per-row results go in the "
-                            "`preflight` column, pass rates in report.json and the card")
+                            "names shipped in configs/chat_templates (qwen3, qwen3_coder, llama3.1, hermes, "
+                            "gemma3), a .jinja file, or a tokenizer path / Hub name; per-row results go in "
+                            "the `preflight` column, pass rates in report.json and the card")
     group.add_argument("--test-split", type=fraction(upper_open=True, lower_open=True), default=None,
                        metavar="F", help="write `train` and `test` splits, about F of the pairs in `test`, "
                                          "grouped by trace_id (no trace in both)")

@@ -65,7 +65,8 @@ def roll(tmp_path: Path, responder: Any, script: str = "fix", max_turns: int = 3
         result = run_agent(student, workspace, load_agent_spec(), toy_instance("toy__calc-1", script)
                            ["problem_statement"], writer, max_turns, threading.Event())
     turns = [json.loads(line) for line in path.read_text().splitlines()]
-    return result, turns, server.requests, workspace
+    # a plain OpenAI-style server: the student's /detokenize requests get no text, and are left out
+    return result, turns, [r for r in server.requests if "messages" in r], workspace
 
 
 # --- the student's responses ----------------------------------------------------------------------------

@@ -106,7 +106,9 @@ def test_rollouts_are_graded_by_the_swebench_harness(tmp_path: Path, client: Any
                for call in turn["response"]["tool_calls"])
     assert fixed[1]["observations"][0]["output"].startswith("def add(a, b):\n    return a - b")
     assert fixed[3]["observations"][0]["output"] == "5\n[exit code: 0]"        # the edit took effect
-    assert fixed[1]["response"]["content"] == "\n\n" and fixed[2]["messages"][2]["content"] == ""
+    assert fixed[1]["response"]["content"] == "\n\n"                 # as the server answered, beside calls
+    thought, _, rest = fixed[1]["completion_text"].partition("</think>")     # went back as generated
+    assert fixed[2]["messages"][2] == {"role": "assistant", "content": rest, "reasoning": thought[7:]}
     assert [turn["prefix_ok"] for turn in fixed[1:-1]] == [None, True, True, True]
     final = fixed[-1]
     assert "-    return a - b\n+    return a + b" in final["patch"]

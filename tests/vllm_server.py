@@ -27,15 +27,17 @@ with the previous prompt + completion; one that drops something does not.
 """
 from __future__ import annotations
 
+import json
 import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from tests.llm_server import LLMServer, Reply
 from tests.vllm_formats import (  # noqa: F401  (re-exported: the tests import them from here)
     EOS,
+    QWEN_EOS,
     Policy,
     ToolFormat,
     Version,
@@ -43,7 +45,10 @@ from tests.vllm_formats import (  # noqa: F401  (re-exported: the tests import t
     decode,
     encode,
     extract_tool_calls,
+    model_turn,
+    qwen_tokenizer,
     render,
+    render_model,
     split_reasoning,
     token_text,
 )
@@ -64,6 +69,36 @@ class VLLMConfig:
     # content = None`). None: as the version's source does; True: a server that keeps it whatever the
     # version (a parser run alone, as in the releases between).
     keeps_blank_content: bool | None = None
+    # "chatml": the emulated template and tokenizer above; "model": the model's own chat template and
+    # Qwen's BPE (tests/vllm_formats.py `ModelFormat`), what the token-prefix tests need.
+    template: Literal["chatml", "model"] = "chatml"
+
+
+class _ToyTokenizer:
+    eos = EOS
+
+    @staticmethod
+    def encode(text: str) -> list[int]:
+        return encode(text)
+
+    @staticmethod
+    def token_text(token_id: int) -> str:
+        return token_text(token_id)
+
+    @staticmethod
+    def decode(ids: list[int], skip_special: bool = True) -> str:
+        return decode(ids) if skip_special else "".join(token_text(i) for i in ids)
+
+
+def tokenizer_of(config: VLLMConfig) -> Any:
+    return qwen_tokenizer() if config.template == "model" else _ToyTokenizer()
+
+
+def prompt_of(config: VLLMConfig, request: dict[str, Any]) -> str:
+    fmt = config.tool_parser or "hermes"
+    if config.template == "model":
+        return render_model(request.get("messages") or [], request.get("tools"), config.version, fmt)
+    return render(request.get("messages") or [], request.get("tools"), config.version, fmt)
 
 
 def error(message: str, kind: str = "BadRequestError", code: int = 400, param: str | None = None) -> Reply:
@@ -93,9 +128,9 @@ def _overflow(config: VLLMConfig, prompt: int, max_tokens: int | None) -> Reply 
     return budget
 
 
-def _logprobs(ids: list[int]) -> dict[str, Any]:
-    return {"content": [{"token": token_text(i), "logprob": -round(0.01 * (1 + i % 7), 4),
-                         "bytes": list(token_text(i).encode()), "top_logprobs": []} for i in ids]}
+def _logprobs(ids: list[int], tokenizer: Any) -> dict[str, Any]:
+    return {"content": [{"token": tokenizer.token_text(i), "logprob": -round(0.01 * (1 + i % 7), 4),
+                         "bytes": list(tokenizer.token_text(i).encode()), "top_logprobs": []} for i in ids]}
 
 
 def _hex(version: Version) -> str:
@@ -111,14 +146,16 @@ def complete(config: VLLMConfig, policy: Policy, request: dict[str, Any]) -> Rep
     if choice == "auto" and tools and config.tool_parser is None and config.version == "0.10":
         return error('"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set')
     fmt = config.tool_parser or "hermes"
-    prompt_ids = encode(render(request.get("messages") or [], tools, config.version, fmt))
+    tokenizer = tokenizer_of(config)
+    prompt_ids = tokenizer.encode(prompt_of(config, request))
     asked = request.get("max_completion_tokens") or request.get("max_tokens")
     budget = _overflow(config, len(prompt_ids), asked)
     if isinstance(budget, Reply):
         return budget
-    generated = encode(policy(request)) + [EOS]
+    written = policy(request)               # the text the model writes, or the very ids it sampled
+    generated = (written if isinstance(written, list) else tokenizer.encode(written)) + [tokenizer.eos]
     ids, engine_finish = (generated, "stop") if len(generated) <= budget else (generated[:budget], "length")
-    text = decode(ids)
+    text = tokenizer.decode(ids)
     reasoning, content = split_reasoning(text) if config.reasoning_parser else (None, text)
     calls: list[dict[str, str]] = []
     if config.tool_parser and choice == "auto" and tools:
@@ -146,7 +183,7 @@ def complete(config: VLLMConfig, policy: Policy, request: dict[str, Any]) -> Rep
         finish = "tool_calls" if calls and engine_finish == "stop" else engine_finish
     wants_ids = bool(request.get("return_token_ids")) and config.token_ids
     out: dict[str, Any] = {"index": 0, "message": message,
-                           "logprobs": _logprobs(ids) if request.get("logprobs") else None,
+                           "logprobs": _logprobs(ids, tokenizer) if request.get("logprobs") else None,
                            "finish_reason": finish, "stop_reason": None,
                            "token_ids": ids if wants_ids else None}
     if config.version == "0.33":
@@ -160,9 +197,20 @@ def complete(config: VLLMConfig, policy: Policy, request: dict[str, Any]) -> Rep
                             "kv_transfer_params": None}
     if config.version == "0.33":
         usage["completion_tokens_details"] = (
-            {"reasoning_tokens": len(encode(reasoning or ""))} if config.reasoning_parser else None)
+            {"reasoning_tokens": len(tokenizer.encode(reasoning or ""))} if config.reasoning_parser else None)
         body.update(prompt_text=None, ec_transfer_params=None, metrics=None)
     return Reply(body)
+
+
+def detokenize(config: VLLMConfig, request: dict[str, Any]) -> Reply:
+    """POST /detokenize (at the server's root, beside /v1): `tokenizer.decode(tokens)`, special tokens kept
+    (serving_tokenization.py / serve/tokenize/serving.py)."""
+    tokens = request.get("tokens")
+    if not isinstance(tokens, list) or not all(isinstance(t, int) for t in tokens):
+        return error("tokens: Input should be a valid list of integers", param="tokens")
+    if request.get("model") not in (None, config.model):
+        return error(f"The model `{request.get('model')}` does not exist.", "NotFoundError", 404, "model")
+    return Reply({"prompt": tokenizer_of(config).decode(tokens, skip_special=False)})
 
 
 def models(config: VLLMConfig) -> dict[str, Any]:
@@ -190,6 +238,7 @@ class VLLMServer(LLMServer):
         self.config = config or VLLMConfig()
         self.policy = policy
         self.intercept = intercept
+        self.detokenized: list[dict[str, Any]] = []      # POST /detokenize bodies (not in `requests`)
         super().__init__(self._respond)
 
     def _respond(self, request: dict[str, Any]) -> Reply:
@@ -206,5 +255,14 @@ class VLLMServer(LLMServer):
                     self._send(Reply(models(server.config)))
                 else:
                     self._send(error("Not Found", "NotFoundError", 404))
+
+            def do_POST(self) -> None:
+                if self.path.rstrip("/") != "/detokenize":    # vLLM serves it at the root, not under /v1
+                    super().do_POST()
+                    return
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+                server.detokenized.append(body)
+                early = server.intercept(body) if server.intercept else None
+                self._send(early if early is not None else detokenize(server.config, body))
 
         return Handler

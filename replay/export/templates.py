@@ -60,7 +60,7 @@ def shipped() -> dict[str, dict[str, Any]]:
     """The named templates: name → entry of configs/chat_templates/templates.toml.
 
     >>> sorted(shipped())
-    ['gemma3', 'hermes', 'llama3.1', 'qwen3']
+    ['gemma3', 'hermes', 'llama3.1', 'qwen3', 'qwen3_coder']
     """
     with open(config_path(f"{TEMPLATES_DIR}/templates.toml"), "rb") as handle:
         return tomllib.load(handle)
