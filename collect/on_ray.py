@@ -108,14 +108,15 @@ def write_rollout(out: Path, rollout_file: str, files: dict[str, bytes]) -> None
     if top == rollout_file:
         write_atomically(out / top, files[top])
         return
+    inside = {name: PurePosixPath(name).parts for name in files}
+    for name, parts in inside.items():
+        if parts[0] != top or ".." in parts or len(parts) < 2:
+            raise ValueError(f"{name!r} is not a file of the rollout folder {top}")
     tmp, old, final = out / f".{top}.tmp", out / f".{top}.old", out / top
     for stale in (tmp, old):
         shutil.rmtree(stale, ignore_errors=True)
     for name, data in files.items():
-        parts = PurePosixPath(name).parts
-        if parts[0] != top or ".." in parts or PurePosixPath(name).is_absolute() or len(parts) < 2:
-            raise ValueError(f"{name!r} is not a file of the rollout folder {top}")
-        path = tmp.joinpath(*parts[1:])
+        path = tmp.joinpath(*inside[name][1:])
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
     tmp.mkdir(exist_ok=True)
