@@ -120,7 +120,8 @@ class ClaudeRolloutHeader(RolloutHeader):
 
 
 class ClaudeCodeAgent:
-    """Shared by the run's workers: the proxy, the network and the binary are per run."""
+    """Locally, shared by the run's workers: one proxy and one network per run. On Ray, one per task
+    (collect/cluster.py rollout_in_scratch), its proxy on the node's network of the run."""
 
     def __init__(self, options: ClaudeCodeOptions, config: CollectConfig, client: Any, run_id: str,
                  backends: list[Any] | None = None) -> None:

@@ -160,8 +160,9 @@ def prepare_nodes(claude: Any, config_json: dict[str, Any], rows: list[Any], run
     a node that has none is a CollectError, one line, naming the node."""
     import ray
 
+    ids = [{"instance_id": row.get("instance_id")} for row in rows if isinstance(row, dict)]   # all it reads
     found = {}
-    for result in on_every_node(prepare_on_node, claude.model_dump(mode="json"), config_json, rows, run_id,
+    for result in on_every_node(prepare_on_node, claude.model_dump(mode="json"), config_json, ids, run_id,
                                 timeout=PROBE_TIMEOUT_S):
         if isinstance(result, ray.exceptions.RayTaskError) and isinstance(result.cause, CollectError):
             raise CollectError(f"{result.cause} (on a Ray node)") from None

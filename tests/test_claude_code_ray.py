@@ -143,6 +143,7 @@ def test_samples_on_a_cluster_survive_a_lost_node_equal_a_local_run_and_resume(
                     if node.node_id[:8] == next(iter(busy.values())).rsplit("/", 1)[1])
         cluster.remove_node(lost, allow_graceful=False)         # mid-session: its container is still up
         report = finish(driver, tmp_path / "ray")
+        (tmp_path / "first-report.json").write_text(json.dumps(report))   # the rerun replaces report.json
         seeds = {request.get("seed") for request in server.requests if request.get("tools")}
 
         assert report["ray"]["nodes"] == WORKERS and report["ray"]["nodes_lost"] == 1
