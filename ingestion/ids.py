@@ -30,7 +30,7 @@ class Seen:
 
     @classmethod
     def tracking(cls) -> Seen:
-        """A Seen for one file read apart from the others (replay/parallel_ingest.py): it remembers
+        """A Seen for one file read apart from the others (replay/ingest/parallel.py): it remembers
         every id asked about, so the reading can be checked against what earlier files gave."""
         return cls(_Asked(), _Asked())
 

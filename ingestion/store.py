@@ -187,7 +187,7 @@ class Shard:
 
 
 class ShardWriter(_Writer):
-    """A writer into memory, for states that another process appends (replay/parallel_ingest.py)."""
+    """A writer into memory, for states that another process appends (replay/ingest/parallel.py)."""
 
     def __init__(self) -> None:
         super().__init__([io.BytesIO(), io.BytesIO()])

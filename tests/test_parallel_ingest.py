@@ -1,4 +1,4 @@
-"""Ingestion on worker processes writes the very bytes one process writes (replay/parallel_ingest.py):
+"""Ingestion on worker processes writes the very bytes one process writes (replay/ingest/parallel.py):
 states, trace table and report, including resumed sessions (read again in the main process) and a
 trace that goes on from one file into the next (the whole source read again in one process)."""
 
@@ -13,7 +13,7 @@ import pytest
 from rich.console import Console
 
 from ingestion.options import IngestOptions
-from replay.pipeline import ingest_to_file
+from replay.ingest.read import ingest_to_file
 from teachers.redact_state import StateRedactor
 from tests.sessions import assistant, basic_session, text, user, with_session, write_session
 
