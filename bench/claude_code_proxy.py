@@ -66,7 +66,8 @@ def per_node(repeats: int) -> tuple[float, list[float]]:
             import docker
 
             self.network = proxy_network(docker.from_env(), "bench-proxy-actor", LABELS, shared=True)
-            self.proxy = AnthropicProxy(CONFIG, host=self.network.attrs["IPAM"]["Config"][0]["Gateway"]).start()
+            gateway = self.network.attrs["IPAM"]["Config"][0]["Gateway"]
+            self.proxy = AnthropicProxy(CONFIG, host=gateway).start()
 
         def route(self, key: str) -> str:
             return self.proxy.route(key, Path(os.devnull))
