@@ -209,11 +209,7 @@ def rollout_in_scratch(config_json: dict[str, Any], row: Any, index: int, sample
             use_log_dir(Path(scratch) / "eval_logs")   # one task at a time per worker process
         try:
             if claude_json is not None:
-                from collect.claude_code import ClaudeCodeAgent, ClaudeCodeOptions
-
-                run.agent = ClaudeCodeAgent(ClaudeCodeOptions.model_validate(claude_json), config, run.client,
-                                            run_id, [backend for backend, _ in run.servers])
-                run.agent.start([], network=network, labels=labels)   # the node checked its CLI at start
+                run.agent = _claude_agent(run, claude_json, network)
             outcome = run_instance(run, row, index, sample)
         except KeyboardInterrupt:
             run.stop.set()
@@ -224,6 +220,20 @@ def rollout_in_scratch(config_json: dict[str, Any], row: Any, index: int, sample
                 run.agent.close()          # the proxy; the node's network stays for its other rollouts
         files = rollout_files(Path(scratch), outcome.rollout_file)
     return outcome, files
+
+
+def _claude_agent(run: Any, claude_json: dict[str, Any], network: str | None) -> Any:
+    """Claude Code for one task: the node's CLI (a node that joined after the start fetches it now), its
+    own proxy, on `network`; the node checked the images' own `claude` at the start when it has none."""
+    from collect.claude_code import ClaudeCodeAgent, ClaudeCodeOptions
+    from collect.claude_code_cli import ensure_binary, load_claude_code_spec
+
+    options = ClaudeCodeOptions.model_validate(claude_json)
+    binary, _ = ensure_binary(options.binary, load_claude_code_spec())
+    agent = ClaudeCodeAgent(options.model_copy(update={"binary": binary}), run.config, run.client, run.run_id,
+                            [backend for backend, _ in run.servers])
+    agent.start([], network=network, labels=run.labels)
+    return agent
 
 
 def _servers(config: CollectConfig, student: Any, infos: list[Any]) -> list[tuple[Any, Any]]:
@@ -277,6 +287,7 @@ def sweep_on_node(labels: dict[str, str], keep_run: str | None = None) -> int:
             continue
         try:
             network.remove()
+            Path(tempfile.gettempdir(), f"teacher-replay-{network.name}.lock").unlink(missing_ok=True)
         except docker.errors.NotFound:
             pass
         except docker.errors.APIError as exc:   # still in use: the next run on DIR removes it
