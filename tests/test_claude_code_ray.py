@@ -121,10 +121,11 @@ def start(tmp_path: Path, rows: list[Any], url: str, tag: str, out: str, *extra:
     return subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def finish(process: subprocess.Popen, out: Path) -> dict:
-    _, stderr = process.communicate(timeout=900)
+def finish(process: subprocess.Popen, out: Path) -> tuple[dict, str]:
+    """The run's report.json, and what it printed (the progress bar, the summary)."""
+    stdout, stderr = process.communicate(timeout=900)
     assert process.returncode == 0, stderr
-    return json.loads((out / "report.json").read_text())
+    return json.loads((out / "report.json").read_text()), stdout + stderr
 
 
 def test_samples_on_a_cluster_survive_a_lost_node_equal_a_local_run_and_resume(
@@ -142,7 +143,7 @@ def test_samples_on_a_cluster_survive_a_lost_node_equal_a_local_run_and_resume(
         lost = next(node for node in cluster.worker_nodes
                     if node.node_id[:8] == next(iter(busy.values())).rsplit("/", 1)[1])
         cluster.remove_node(lost, allow_graceful=False)         # mid-session: its container is still up
-        report = finish(driver, tmp_path / "ray")
+        report, printed = finish(driver, tmp_path / "ray")
         (tmp_path / "first-report.json").write_text(json.dumps(report))   # the rerun replaces report.json
         seeds = {request.get("seed") for request in server.requests if request.get("tools")}
 
@@ -152,6 +153,8 @@ def test_samples_on_a_cluster_survive_a_lost_node_equal_a_local_run_and_resume(
         assert (report["rollouts"], report["ok"], report["resolved"], report["started"]) == (6, 6, 6, 6)
         assert report["turns"] == report["turns_with_token_ids"] == 6 * len(STEADY)
         assert sum(n["rollouts"] for n in report["nodes"].values()) == 6
+        bar = re.findall(r"(127\.0\.0\.1/[0-9a-f]{8})=(\d+)", printed)  # the progress bar's last line
+        assert dict(bar) == {node: str(n["rollouts"]) for node, n in report["nodes"].items()}
         assert report["nodes"].get(f"127.0.0.1/{lost.node_id[:8]}", {"rollouts": 0})["rollouts"] < 6
         assert sorted(p.name for p in (tmp_path / "ray").iterdir()) == sorted([*folders, "report.json"])
         assert leftovers(client) == []                          # containers and networks, the lost node's too
@@ -183,8 +186,8 @@ def test_samples_on_a_cluster_survive_a_lost_node_equal_a_local_run_and_resume(
 
         written = {p: p.read_bytes() for p in (tmp_path / "ray").rglob("*") if p.is_file()
                    and p.name != "report.json"}
-        again = finish(start(tmp_path, rows, server.url, image_tag, "ray", "--ray", cluster.address),
-                       tmp_path / "ray")
+        again, _ = finish(start(tmp_path, rows, server.url, image_tag, "ray", "--ray", cluster.address),
+                          tmp_path / "ray")
     assert (again["started"], again["resumed"], again["rollouts"], again["resolved"]) == (0, 6, 6, 6)
     assert again["turns_with_token_ids"] == 6 * len(STEADY)
     assert written == {p: p.read_bytes() for p in (tmp_path / "ray").rglob("*") if p.is_file()
