@@ -8,7 +8,8 @@ Per instance (`drive`): the container joins the network, the CLI is copied in (u
 `claude -p` runs in /testbed with ANTHROPIC_BASE_URL = the proxy; then the CLI's files are copied out.
 The patch and the reward come from collect/runner.py exactly as for the minimal agent.
 
-What one instance leaves in DIR/<instance_id>/ (ingestion/claude_rollouts.py reads it):
+What one instance leaves in DIR/<instance_id>/ (sample k > 0 of --samples: DIR/<instance_id>.s<k>/;
+ingestion/claude_rollouts.py reads it):
   rollout.jsonl   header (agent "claude-code", CLI version, model map) and final (patch, reward)
   proxy.jsonl     one exchange per Messages request: token ids, logprobs (ingestion/rollout_format.py)
   claude/         the CLI's config dir; its session is claude/projects/-testbed/<session id>.jsonl
@@ -17,8 +18,10 @@ What one instance leaves in DIR/<instance_id>/ (ingestion/claude_rollouts.py rea
 
 from __future__ import annotations
 
+import fcntl
 import secrets
 import shutil
+import tempfile
 import threading
 from pathlib import Path
 from typing import Any, Literal
@@ -44,11 +47,59 @@ from collect.claude_code_session import (
 )
 from collect.config import CollectConfig, CollectError
 from collect.runtime import LABEL, Interrupted, Runtime, RuntimeFailure
+from ingestion.jsonl import iter_records
 from ingestion.rollout_format import RolloutHeader
 from ingestion.schema import StrictModel
+from ingestion.stats import IngestStats
 
 ROLLOUT_FILE, PROXY_FILE = "rollout.jsonl", "proxy.jsonl"
 OUTPUTS = (ROLLOUT_FILE, PROXY_FILE, PROMPT, RESULT, STDERR, "claude")
+# The rollouts sharing the proxy's network reach its gateway (the proxy) and never each other.
+NETWORK_OPTIONS = {"com.docker.network.bridge.enable_icc": "false"}
+
+
+def rollout_folder(instance_id: str, sample: int = 0) -> str:
+    """The folder of one (instance, sample) rollout under DIR (the mini agent's files are named alike).
+
+    >>> rollout_folder("a__b-1"), rollout_folder("a__b-1", 2)
+    ('a__b-1', 'a__b-1.s2')
+    """
+    return f"{instance_id}.s{sample}" if sample else instance_id
+
+
+def token_turns(folder: Path) -> int:
+    """The answered main requests with token ids in a rollout folder's proxy.jsonl, as `drive` counted them
+    (a rerun that finds the rollout finished reads them back)."""
+    try:
+        records = [record for _, record in iter_records(folder / PROXY_FILE, IngestStats())]
+    except OSError:
+        return 0
+    return sum(r.get("role") == "main" and not r.get("error") and r.get("completion_token_ids") is not None
+               for r in records)
+
+
+def proxy_network(client: Any, name: str, labels: dict[str, str], shared: bool = False) -> Any:
+    """The internal docker network the proxy listens on (its gateway is the host).
+
+    `shared`: the tasks of one Ray node join one network per run (a docker engine has room for about 30
+    bridge networks with its default address pools); the first creates it, under a lock on this machine.
+    """
+    if not shared:
+        return _create_network(client, name, labels)
+    with open(Path(tempfile.gettempdir()) / f"teacher-replay-{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        found = [network for network in client.networks.list(names=[name]) if network.name == name]
+        if found:
+            found[0].reload()
+            return found[0]
+        return _create_network(client, name, labels)
+
+
+def _create_network(client: Any, name: str, labels: dict[str, str]) -> Any:
+    network = client.networks.create(name, driver="bridge", internal=True, labels=labels,
+                                     check_duplicate=True, options=NETWORK_OPTIONS)
+    network.reload()
+    return network
 
 
 class ClaudeCodeOptions(StrictModel):
@@ -69,7 +120,8 @@ class ClaudeRolloutHeader(RolloutHeader):
 
 
 class ClaudeCodeAgent:
-    """Shared by the run's workers: the proxy, the network and the binary are per run."""
+    """Locally, shared by the run's workers: one proxy and one network per run. On Ray, one per task
+    (collect/cluster.py rollout_in_scratch), its proxy on the node's network of the run."""
 
     def __init__(self, options: ClaudeCodeOptions, config: CollectConfig, client: Any, run_id: str,
                  backends: list[Any] | None = None) -> None:
@@ -83,6 +135,7 @@ class ClaudeCodeAgent:
         self.models = {options.model: config.student_model,
                        options.small_model: options.small_backend or config.student_model}
         self.network: Any = None
+        self.owns_network = False
         self.proxy: Any = None
         self.exec_client: Any = None
 
@@ -90,29 +143,35 @@ class ClaudeCodeAgent:
     def network_name(self) -> str:
         return self.network.name if self.network is not None else "none"
 
-    def start(self, rows: list[Any]) -> None:
-        """Check a CLI is at hand, then the network, the proxy and a client for hour-long execs."""
+    def start(self, rows: list[Any], network: str | None = None,
+              labels: dict[str, str] | None = None) -> None:
+        """Check a CLI is at hand (in the first image of `rows` present, when none is on this machine), then
+        the network, the proxy and a client for hour-long execs.
+
+        `network`: a network shared with other rollouts (a Ray node's, per run), joined or created, left in
+        place by `close`; None: this run's own. `labels`: the network's, on top of the run's.
+        """
         import docker
 
         if self.binary is None:
-            self._check_images(rows)
+            self.check_images(rows)
         try:
-            self._start_network_and_proxy()
+            self._start_network_and_proxy(network, labels or {})
         except BaseException:
             self.close()
             raise
         # `claude -p` prints nothing until it ends: the socket must outlast the session.
         self.exec_client = docker.from_env(timeout=self.options.timeout + 120)
 
-    def _start_network_and_proxy(self) -> None:
+    def _start_network_and_proxy(self, shared: str | None, labels: dict[str, str]) -> None:
         import docker
 
         from collect.proxy import AnthropicProxy, ProxyConfig, ProxyError
 
         try:
-            self.network = self.client.networks.create(f"{self.run_id}.claude-code", driver="bridge",
-                                                       internal=True, labels={LABEL: self.run_id})
-            self.network.reload()
+            self.network = proxy_network(self.client, shared or f"{self.run_id}.claude-code",
+                                         {**labels, LABEL: self.run_id}, shared=shared is not None)
+            self.owns_network = shared is None
             gateway = self.network.attrs["IPAM"]["Config"][0]["Gateway"]
         except (docker.errors.APIError, KeyError, IndexError) as exc:
             raise CollectError(f"cannot create the docker network for the proxy: {exc}") from exc
@@ -132,7 +191,7 @@ class ClaudeCodeAgent:
         """After the run's containers are gone (the network cannot go before them)."""
         if self.proxy is not None:
             self.proxy.close()
-        if self.network is not None:
+        if self.network is not None and self.owns_network:
             try:
                 self.network.remove()
             except Exception:  # a leftover network must not hide the run's report
@@ -140,7 +199,7 @@ class ClaudeCodeAgent:
         if self.exec_client is not None:
             self.exec_client.close()
 
-    def _check_images(self, rows: list[Any]) -> None:
+    def check_images(self, rows: list[Any]) -> None:
         """No binary on the host: the first instance image present must carry `claude` itself."""
         import docker
 
@@ -162,9 +221,9 @@ class ClaudeCodeAgent:
                 continue
             return
 
-    def rollout_path(self, instance_id: str) -> Path:
-        """DIR/<instance_id>/rollout.jsonl, in a folder cleared of an earlier run's files."""
-        folder = self.config.out / instance_id
+    def rollout_path(self, instance_id: str, sample: int = 0) -> Path:
+        """DIR/<instance_id>[.s<k>]/rollout.jsonl, in a folder cleared of an earlier run's files."""
+        folder = self.config.out / rollout_folder(instance_id, sample)
         for name in OUTPUTS:
             target = folder / name
             if target.is_dir():
@@ -182,11 +241,14 @@ class ClaudeCodeAgent:
         return ClaudeRolloutHeader(**fields, cli_version=self.spec.cli.version, models=self.models, urls=urls,
                                    cli_source="copied" if self.binary else "image")
 
-    def drive(self, runtime: Runtime, row: dict[str, Any], stop: threading.Event) -> AgentResult:
-        """One session, start to end; its files are copied out whatever happened (unless interrupted)."""
-        folder = self.config.out / row["instance_id"]
+    def drive(self, runtime: Runtime, row: dict[str, Any], stop: threading.Event,
+              sample: int = 0) -> AgentResult:
+        """One session, start to end; its files are copied out whatever happened (unless interrupted).
+        The sample's seed (--seed) goes with each of its requests."""
+        folder = self.config.out / rollout_folder(row["instance_id"], sample)
         key = f"{row['instance_id']}.{secrets.token_hex(4)}"
-        url = self.proxy.route(key, folder / PROXY_FILE)
+        seed = self.config.seed_of(row["instance_id"], sample)
+        url = self.proxy.route(key, folder / PROXY_FILE, {"seed": seed} if seed is not None else None)
         exit_code: int | None = None
         try:
             claude = self._prepare(runtime, row["problem_statement"])

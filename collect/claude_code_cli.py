@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import fcntl
 import hashlib
 import os
 import shutil
@@ -99,6 +100,24 @@ def find_binary(explicit: Path | None, spec: ClaudeCodeSpec) -> Path | None:
             return path
     cached = cached_binary(spec)
     return cached if cached.is_file() else None
+
+
+def ensure_binary(explicit: Path | None, spec: ClaudeCodeSpec) -> tuple[Path | None, str | None]:
+    """On a Ray node: `find_binary`, else the pinned release fetched into this node's cache (once per node:
+    concurrent tasks wait on a lock); (the binary or None, why none could be fetched).
+
+    None falls back to the image's own `claude`, as a local run does without a cached binary.
+    """
+    found = find_binary(explicit, spec)
+    if found is not None or explicit is not None:
+        return found, None
+    cache_dir().mkdir(parents=True, exist_ok=True)
+    with (cache_dir() / f".{spec.cli.version}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)    # released when the file closes, also when the task dies
+        try:
+            return fetch_binary(spec), None
+        except (CollectError, OSError, subprocess.SubprocessError, tarfile.TarError, KeyError) as exc:
+            return None, str(exc).splitlines()[0] if str(exc) else repr(exc)
 
 
 def integrity_of(path: Path) -> str:

@@ -143,12 +143,55 @@ def probe_on_node(config_json: dict[str, Any], small: list[tuple[str | None, str
     return [probe(backend, model, spec, student.sampling) for backend, model in targets]
 
 
-def rollout_on_node(config_json: dict[str, Any], row: Any, index: int, run_id: str, infos: list[Any],
-                    labels: dict[str, str], sample: int = 0) -> tuple[Any, bytes | None, str]:
-    """One (instance, sample) on this node: (its InstanceOutcome, the rollout file's bytes, the node).
+def prepare_on_node(claude_json: dict[str, Any], config_json: dict[str, Any], rows: list[Any],
+                    run_id: str) -> dict[str, str]:
+    """This node's Claude Code CLI, found as a local run finds it (--claude-binary, $REPLAY_CLAUDE_BINARY,
+    the cache), else the pinned release fetched into this node's cache with npm, else the images' own
+    (checked on the first instance image this node has); CollectError when there is none."""
+    from collect.claude_code import ClaudeCodeAgent, ClaudeCodeOptions
+    from collect.claude_code_cli import ensure_binary, load_claude_code_spec
+    from collect.runtime import docker_client
 
-    The rollout is written to a scratch folder here and sent back whole: the driver alone writes outputs.
-    A cancelled task (Ctrl-C on the driver: KeyboardInterrupt here) removes its container first.
+    config = CollectConfig.model_validate(config_json)
+    options = ClaudeCodeOptions.model_validate(claude_json)
+    binary, why = ensure_binary(options.binary, load_claude_code_spec())
+    agent = ClaudeCodeAgent(options.model_copy(update={"binary": binary}), config, docker_client(config),
+                            run_id)
+    if agent.binary is None:
+        try:
+            agent.check_images(rows)
+        except CollectError as exc:
+            raise CollectError(f"{exc} (fetching it here failed: {why})" if why else str(exc)) from None
+    return {"node": here(), "cli": "copied" if agent.binary else "image"}
+
+
+def rollout_on_node(config_json: dict[str, Any], row: Any, index: int, run_id: str, infos: list[Any],
+                    labels: dict[str, str], sample: int = 0,
+                    claude_json: dict[str, Any] | None = None) -> tuple[Any, dict[str, bytes], str]:
+    """One (instance, sample) on this node: (its InstanceOutcome, its files relative to DIR, the node).
+
+    Claude Code's recording proxy runs in this task, on the node's network of the run (one per node and
+    run, shared by its tasks: see collect/claude_code.py proxy_network).
+    """
+    import ray
+
+    node = here()
+    network = f"{run_id}.claude-code.{ray.get_runtime_context().get_node_id()[:8]}" if claude_json else None
+    outcome, files = rollout_in_scratch(config_json, row, index, sample, run_id, infos,
+                                        {**labels, LABEL_NODE: node}, claude_json, network)
+    outcome.node = node
+    return outcome, files, node
+
+
+def rollout_in_scratch(config_json: dict[str, Any], row: Any, index: int, sample: int, run_id: str,
+                       infos: list[Any], labels: dict[str, str], claude_json: dict[str, Any] | None = None,
+                       network: str | None = None) -> tuple[Any, dict[str, bytes]]:
+    """One (instance, sample) rollout wherever this is called: (its InstanceOutcome, its files by their
+    path relative to DIR). It runs in a scratch folder that is gone when this returns: the caller (the
+    driver) alone writes outputs. A KeyboardInterrupt (a cancelled Ray task) removes its container first.
+
+    `infos`: the probe's findings, the student's server first (then --small-url's, for Claude Code);
+    `claude_json`: ClaudeCodeOptions to run Claude Code, its proxy here, on `network` (None: its own).
     """
     from collect.config import load_agent_spec
     from collect.evaluate import use_log_dir
@@ -156,24 +199,69 @@ def rollout_on_node(config_json: dict[str, Any], row: Any, index: int, run_id: s
     from collect.runtime import docker_client
     from collect.student import Student
 
-    node = here()
     with tempfile.TemporaryDirectory(prefix="teacher-replay-collect-") as scratch:
         config = CollectConfig.model_validate({**config_json, "out": scratch, "workers": 1})
         spec = load_agent_spec()
         student = Student(config, think_tags=spec.think_tags)
-        run = Run(config, spec, docker_client(config), student, run_id, servers=[(student.backend, infos[0])],
-                  labels={**labels, LABEL_NODE: node}, attempt=f".{secrets.token_hex(3)}")
+        run = Run(config, spec, docker_client(config), student, run_id,
+                  servers=_servers(config, student, infos), labels=labels, attempt=f".{secrets.token_hex(3)}")
         if config.evaluate:
             use_log_dir(Path(scratch) / "eval_logs")   # one task at a time per worker process
         try:
+            if claude_json is not None:
+                run.agent = _claude_agent(run, claude_json, network)
             outcome = run_instance(run, row, index, sample)
         except KeyboardInterrupt:
             run.stop.set()
             run.tracker.close()
             raise
-        data = Path(scratch, outcome.rollout_file).read_bytes() if outcome.rollout_file else None
-    outcome.node = node
-    return outcome, data, node
+        finally:
+            if run.agent is not None:
+                run.agent.close()          # the proxy; the node's network stays for its other rollouts
+        files = rollout_files(Path(scratch), outcome.rollout_file)
+    return outcome, files
+
+
+def _claude_agent(run: Any, claude_json: dict[str, Any], network: str | None) -> Any:
+    """Claude Code for one task: the node's CLI (a node that joined after the start fetches it now), its
+    own proxy, on `network`; the node checked the images' own `claude` at the start when it has none."""
+    from collect.claude_code import ClaudeCodeAgent, ClaudeCodeOptions
+    from collect.claude_code_cli import ensure_binary, load_claude_code_spec
+
+    options = ClaudeCodeOptions.model_validate(claude_json)
+    binary, _ = ensure_binary(options.binary, load_claude_code_spec())
+    agent = ClaudeCodeAgent(options.model_copy(update={"binary": binary}), run.config, run.client, run.run_id,
+                            [backend for backend, _ in run.servers])
+    agent.start([], network=network, labels=run.labels)
+    return agent
+
+
+def _servers(config: CollectConfig, student: Any, infos: list[Any]) -> list[tuple[Any, Any]]:
+    """(Backend, its probe's ServerInfo) per server: the student's, then one per other URL probed."""
+    from collect.student import Backend
+
+    servers = [(student.backend, infos[0])]
+    for info in infos[1:]:
+        same = info.url == config.student_url
+        backend = student.backend if same else Backend(info.url, config.api_key, config.student_provider,
+                                                       config.request_timeout)
+        servers.append((backend, info))
+    return servers
+
+
+def rollout_files(scratch: Path, rollout_file: str | None) -> dict[str, bytes]:
+    """A rollout's files by their path relative to DIR: the mini agent's one file, or every regular file
+    of Claude Code's rollout folder (links are not followed: nothing outside the folder is read)."""
+    if rollout_file is None:
+        return {}
+    top = rollout_file.split("/")[0]
+    if top == rollout_file:
+        return {top: (scratch / top).read_bytes()}
+    files = {}
+    for path in sorted((scratch / top).rglob("*")):
+        if path.is_file() and not path.is_symlink():
+            files[path.relative_to(scratch).as_posix()] = path.read_bytes()
+    return files
 
 
 def sweep_on_node(labels: dict[str, str], keep_run: str | None = None) -> int:
@@ -194,4 +282,14 @@ def sweep_on_node(labels: dict[str, str], keep_run: str | None = None) -> int:
         for container in client.containers.list(all=True, filters={"name": labels[LABEL]}):
             remove_container(container)
             gone += 1
+    for network in client.networks.list(filters=filters):   # Claude Code's, once its containers are gone
+        if keep_run is not None and (network.attrs.get("Labels") or {}).get(LABEL) == keep_run:
+            continue
+        try:
+            network.remove()
+            Path(tempfile.gettempdir(), f"teacher-replay-{network.name}.lock").unlink(missing_ok=True)
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.APIError as exc:   # still in use: the next run on DIR removes it
+            log.warning("cannot remove the network %s: %s", network.name, exc.explanation or exc)
     return gone

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import tomllib
 from functools import cache
 from pathlib import Path
@@ -30,6 +31,7 @@ class CollectConfig(StrictModel):
     max_turns: int = Field(30, ge=1)
     workers: int = Field(1, ge=1)
     samples: int = Field(1, ge=1)          # rollouts per instance
+    seed: int | None = None                # the base of each rollout's seed (seed_of); None: no seed sent
     evaluate: bool = False
     namespace: str = "swebench"
     image_tag: str = "latest"
@@ -54,6 +56,21 @@ class CollectConfig(StrictModel):
         if self.student_url is None and self.student_provider is None:   # the openai client would pick
             raise ValueError("student_url is required without a student_provider")   # api.openai.com
         return self
+
+    def seed_of(self, instance_id: str, sample: int) -> int | None:
+        """The seed sent with every request of one (instance, sample) rollout: distinct per sample,
+        the same in a rerun and on any node; None without --seed.
+
+        >>> config = CollectConfig(instances="i", student_url="u", student_model="m", out="o", seed=7)
+        >>> config.seed_of("a__b-1", 0) == config.seed_of("a__b-1", 0) != config.seed_of("a__b-1", 1)
+        True
+        >>> config.model_copy(update={"seed": None}).seed_of("a__b-1", 0) is None
+        True
+        """
+        if self.seed is None:
+            return None
+        digest = hashlib.sha256(f"{self.seed}:{instance_id}:{sample}".encode()).digest()
+        return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF    # 31 bits: every server's seed type
 
 
 class AgentSpec(StrictModel):

@@ -1,12 +1,16 @@
 """`collect.run --ray ADDRESS`: one Ray task per (instance, sample), the driver alone writing DIR.
 
+- `--agent claude-code`: each task runs its own recording proxy beside its container, on the node's
+  network of the run; every node resolves its own CLI at the start (collect/cluster.py prepare_on_node).
+  The rollout folder (rollout.jsonl, proxy.jsonl, the CLI's session) comes back with the task.
+
 - The student is probed from a node that will run rollouts (a URL only the driver can reach fails at
   once, one line). Rows that cannot run are reported by the driver without a task.
 - A finished rollout in DIR (a final record whose rollout the student ended, graded when --evaluate) is
   read back, not run again: a rerun after a crash or Ctrl-C starts only what is missing.
-- Each task's rollout comes back whole and is written atomically (temporary file, then rename): a file
-  in DIR is always a complete rollout, and each (instance, sample) is written once, whichever attempt
-  of its task answered.
+- Each task's rollout comes back whole and is written atomically (temporary file or folder, then
+  rename): a rollout in DIR is always complete, and each (instance, sample) is written once, whichever
+  attempt of its task answered.
 - A node lost mid-run: Ray runs its tasks again elsewhere (`RETRIES` times at most); the containers it
   left carry the run's labels and are removed by the sweep every node runs at the end of the run (a node
   that came back included) and by the next run on the same DIR.
@@ -19,14 +23,23 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import shutil
 import socket
 import time
 from collections import Counter
 from datetime import UTC, datetime
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
-from collect.cluster import DOCKER, connect, docker_nodes, probe_on_node, rollout_on_node, sweep_on_node
+from collect.cluster import (
+    DOCKER,
+    connect,
+    docker_nodes,
+    prepare_on_node,
+    probe_on_node,
+    rollout_on_node,
+    sweep_on_node,
+)
 from collect.config import CollectConfig, CollectError
 from collect.instances import check_instance, duplicates, instance_label, load_instances, rollout_filename
 from collect.report import InstanceOutcome, RunReport, write_report
@@ -54,10 +67,16 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def resumed_outcome(out: Path, row: Any, evaluate: bool, sample: int = 0) -> InstanceOutcome | None:
-    """The outcome of a rollout a previous run finished in `out`, or None when it must run (again)."""
+def resumed_outcome(out: Path, row: Any, evaluate: bool, sample: int = 0,
+                    claude: bool = False) -> InstanceOutcome | None:
+    """The outcome of a rollout a previous run finished in `out`, or None when it must run (again).
+    `claude`: a Claude Code rollout folder (its token ids are in proxy.jsonl)."""
+    from collect.claude_code import ROLLOUT_FILE, rollout_folder, token_turns
+
     instance_id = row["instance_id"]
-    path = out / rollout_filename(instance_id, sample)
+    name = (f"{rollout_folder(instance_id, sample)}/{ROLLOUT_FILE}" if claude
+            else rollout_filename(instance_id, sample))
+    path = out / name
     if not path.is_file():
         return None
     header, turns, final = read_rollout(path, IngestStats())
@@ -65,9 +84,9 @@ def resumed_outcome(out: Path, row: Any, evaluate: bool, sample: int = 0) -> Ins
         return None
     if final.exit_status not in GRADED or (evaluate and final.reward is None):
         return None                        # interrupted, an infrastructure error, an ungraded patch
-    token_turns = sum(turn.completion_token_ids is not None for turn in turns)
+    tokens = token_turns(path.parent) if claude else sum(t.completion_token_ids is not None for t in turns)
     breaks = sum(turn.prefix_ok is False for turn in turns)
-    outcome = final_outcome(instance_id, path.name, final, token_turns, evaluate, breaks)
+    outcome = final_outcome(instance_id, name, final, tokens, evaluate, breaks)
     outcome.resumed, outcome.elapsed_s, outcome.sample = True, final.elapsed_s, sample
     return outcome
 
@@ -78,40 +97,103 @@ def write_atomically(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-def sweep_nodes(labels: dict[str, str], keep_run: str | None = None) -> int:
-    """Every alive docker node removes its containers carrying `labels` (but those of `keep_run`)."""
+def write_rollout(out: Path, rollout_file: str, files: dict[str, bytes]) -> None:
+    """A task's rollout into `out`: the mini agent's file, or Claude Code's folder, each replaced whole.
+
+    A folder is written beside its place (`.<name>.tmp`) and renamed into it; one an earlier run left is
+    moved aside first (`.<name>.old`, removed after). A reader never sees half a folder; a driver killed
+    between the two renames leaves no folder, and the next run does that rollout again.
+    """
+    top = rollout_file.split("/")[0]
+    if top == rollout_file:
+        write_atomically(out / top, files[top])
+        return
+    inside = {name: PurePosixPath(name).parts for name in files}
+    for name, parts in inside.items():
+        if parts[0] != top or ".." in parts or len(parts) < 2:
+            raise ValueError(f"{name!r} is not a file of the rollout folder {top}")
+    tmp, old, final = out / f".{top}.tmp", out / f".{top}.old", out / top
+    for stale in (tmp, old):
+        shutil.rmtree(stale, ignore_errors=True)
+    for name, data in files.items():
+        path = tmp.joinpath(*inside[name][1:])
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    tmp.mkdir(exist_ok=True)
+    if final.exists():
+        os.replace(final, old)
+    os.replace(tmp, final)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def on_every_node(function: Any, *args: Any, timeout: float = 120) -> list[Any]:
+    """`function(*args)` on every alive docker node at once; each node's result, or the exception it
+    raised (a Ray error: the node was lost meanwhile)."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    task = ray.remote(num_cpus=0, max_retries=0)(sweep_on_node)
+    task = ray.remote(num_cpus=0, max_retries=0)(function)
     refs = [task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False))
-            .remote(labels, keep_run) for node in docker_nodes()]
-    gone = 0
+            .remote(*args) for node in docker_nodes()]
+    results: list[Any] = []
     for ref in refs:
         try:
-            gone += ray.get(ref, timeout=120)
-        except Exception as exc:  # noqa: BLE001 - a node lost now is swept by the next run
-            log.warning("a node could not sweep its containers: %s", str(exc).splitlines()[0])
+            results.append(ray.get(ref, timeout=timeout))
+        except Exception as exc:  # noqa: BLE001 - the caller decides what a node's failure means
+            results.append(exc)
+    return results
+
+
+def sweep_nodes(labels: dict[str, str], keep_run: str | None = None) -> int:
+    """Every alive docker node removes its containers (and networks) carrying `labels` (but `keep_run`'s)."""
+    gone = 0
+    for result in on_every_node(sweep_on_node, labels, keep_run):
+        if isinstance(result, Exception):   # a node lost now is swept by the next run
+            log.warning("a node could not sweep its containers: %s", _first_line(result))
+        else:
+            gone += result
     return gone
 
 
-def collect_on_ray(config: CollectConfig, address: str, dashboard: bool = False,
-                   small: list[tuple[str | None, str]] | None = None, quiet: bool = False) -> RunReport:
+def prepare_nodes(claude: Any, config_json: dict[str, Any], rows: list[Any], run_id: str) -> dict[str, str]:
+    """Every docker node finds (or fetches) its Claude Code CLI before any rollout: {node: copied|image};
+    a node that has none is a CollectError, one line, naming the node."""
+    import ray
+
+    ids = [{"instance_id": row.get("instance_id")} for row in rows if isinstance(row, dict)]   # all it reads
+    found = {}
+    for result in on_every_node(prepare_on_node, claude.model_dump(mode="json"), config_json, ids, run_id,
+                                timeout=PROBE_TIMEOUT_S):
+        if isinstance(result, ray.exceptions.RayTaskError) and isinstance(result.cause, CollectError):
+            raise CollectError(f"{result.cause} (on a Ray node)") from None
+        if isinstance(result, Exception):
+            log.warning("a node could not look for its Claude Code CLI: %s", _first_line(result))
+            continue
+        found[result["node"]] = result["cli"]
+    return found
+
+
+def collect_on_ray(config: CollectConfig, address: str, dashboard: bool = False, quiet: bool = False,
+                   claude: Any = None) -> RunReport:
+    """`claude` (ClaudeCodeOptions): run Claude Code instead of the bash/edit loop."""
     import ray
 
     rows = load_instances(config.instances)
     capacity = connect(address, dashboard)
     try:
-        return _collect(config, rows, address, capacity, small or [], quiet)
+        return _collect(config, rows, address, capacity, quiet, claude)
     finally:
         ray.shutdown()
 
 
 def _collect(config: CollectConfig, rows: list[Any], address: str, capacity: dict[str, float],
-             small: list[tuple[str | None, str]], quiet: bool) -> RunReport:
+             quiet: bool, claude: Any) -> RunReport:
     import ray
 
     config_json = config.model_dump(mode="json")
+    small = []                             # Claude Code's small model's server, probed like the student's
+    if claude is not None and (claude.small_url or claude.small_backend):
+        small = [(claude.small_url or config.student_url, claude.small_backend or config.student_model)]
     probe = ray.remote(num_cpus=0, resources={DOCKER: 0.001}, max_retries=RETRIES)(probe_on_node)
     try:
         infos = ray.get(probe.remote(config_json, small), timeout=PROBE_TIMEOUT_S)
@@ -119,11 +201,12 @@ def _collect(config: CollectConfig, rows: list[Any], address: str, capacity: dic
         cause = exc.cause if isinstance(exc.cause, Exception) else exc
         raise CollectError(f"{cause} (from a Ray node)" if isinstance(cause, CollectError)
                            else f"the start-up check failed on a Ray node: {cause!r}") from None
+    run_id = new_run_id()
+    clis = prepare_nodes(claude, config_json, rows, run_id) if claude is not None else None
     try:
         config.out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise CollectError(f"cannot create the output folder {config.out}: {exc.strerror}") from exc
-    run_id = new_run_id()
     labels = {LABEL_OUT: out_key(config.out)}
     left = sweep_nodes(labels, keep_run=run_id)            # what a lost node or a killed driver left
     if left:
@@ -134,7 +217,10 @@ def _collect(config: CollectConfig, rows: list[Any], address: str, capacity: dic
                        logprobs_mode=_logprobs_mode(config), evaluate=config.evaluate, started_at=_now(),
                        instances=len(rows), servers=infos, started=0,
                        ray={"address": address, "docker": capacity[DOCKER], "cpus": capacity["cpus"],
-                            "nodes": len(nodes_at_start)})
+                            "nodes": len(nodes_at_start)}, seed=config.seed)
+    if clis is not None:
+        report.ray["claude_code_cli"] = clis
+    claude_json = claude.model_dump(mode="json") if claude is not None else None
     rollout = ray.remote(num_cpus=1, resources={DOCKER: 1}, max_retries=RETRIES)(rollout_on_node)
     repeated = duplicates(rows)
     pending: dict[Any, tuple[int, str, int]] = {}
@@ -145,12 +231,12 @@ def _collect(config: CollectConfig, rows: list[Any], address: str, capacity: dic
             report.add(InstanceOutcome(instance_id=label, error_kind="invalid_instance", error=problem))
             continue
         for sample in range(config.samples):
-            finished = resumed_outcome(config.out, row, config.evaluate, sample)
+            finished = resumed_outcome(config.out, row, config.evaluate, sample, claude is not None)
             if finished is not None:
                 report.add(finished)
                 report.resumed += 1
                 continue
-            ref = rollout.remote(config_json, row, index, run_id, infos, labels, sample)
+            ref = rollout.remote(config_json, row, index, run_id, infos, labels, sample, claude_json)
             pending[ref] = (index, label, sample)
     report.started = len(pending)
     progress = _Progress(len(pending), quiet)
@@ -189,7 +275,7 @@ def _receive(ref: Any, label: str, sample: int, out: Path, timeout: float | None
     import ray
 
     try:
-        outcome, data, _ = ray.get(ref, timeout=timeout)
+        outcome, files, _ = ray.get(ref, timeout=timeout)
     except ray.exceptions.TaskCancelledError:
         raise
     except ray.exceptions.GetTimeoutError:
@@ -202,8 +288,8 @@ def _receive(ref: Any, label: str, sample: int, out: Path, timeout: float | None
         kind = "node_lost"
         return InstanceOutcome(instance_id=label, sample=sample, error_kind=kind,
                                error=_first_line(exc))
-    if data is not None and outcome.rollout_file:
-        write_atomically(out / outcome.rollout_file, data)
+    if files and outcome.rollout_file:
+        write_rollout(out, outcome.rollout_file, files)
     return outcome
 
 

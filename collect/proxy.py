@@ -79,6 +79,7 @@ class AnthropicProxy:
         self._routes: dict[str, RecordWriter] = {}
         # Per route, the arguments of each tool call as the student generated them (see restore_calls).
         self._generated: dict[str, dict[str, str]] = {}
+        self._route_sampling: dict[str, dict[str, Any]] = {}   # per route, on top of the run's (a seed)
         self._main = frozenset(config.main_models)
         self._sampling = {key: value for key, value in
                           (("temperature", config.temperature), ("top_p", config.top_p),
@@ -105,15 +106,19 @@ class AnthropicProxy:
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
-    def route(self, key: str, records: Path) -> str:
-        """Record requests under `/<key>` to `records` (appended); the base URL a client should use."""
+    def route(self, key: str, records: Path, sampling: dict[str, Any] | None = None) -> str:
+        """Record requests under `/<key>` to `records` (appended); the base URL a client should use.
+
+        `sampling`: sent on top of the run's with this route's requests (a sample's `seed`)."""
         self._routes[key] = RecordWriter(records)
         self._generated[key] = {}
+        self._route_sampling[key] = dict(sampling or {})
         return f"{self.url}/{key}" if key else self.url
 
     def unroute(self, key: str) -> RecordWriter | None:
         writer = self._routes.pop(key, None)
         self._generated.pop(key, None)
+        self._route_sampling.pop(key, None)
         if writer is not None:
             writer.close()
         return writer
@@ -200,7 +205,8 @@ class AnthropicProxy:
             error = translate.error_body(400, "the body is not a Messages request")
             return web.json_response(error, status=400)
         try:
-            record = await self._exchange(body, self._generated.setdefault(key, {}))
+            record = await self._exchange(body, self._generated.setdefault(key, {}),
+                                          self._route_sampling.get(key, {}))
         except Exception as exc:  # a bug costs the CLI one request (it retries), never the server
             log.exception("proxy: request failed")
             return web.json_response(translate.error_body(500, f"proxy error: {exc!r}"[:500]), status=500)
@@ -219,9 +225,11 @@ class AnthropicProxy:
         await stream.write_eof()
         return stream
 
-    async def _exchange(self, body: dict[str, Any], generated: dict[str, str]) -> ProxyRecord:
+    async def _exchange(self, body: dict[str, Any], generated: dict[str, str],
+                        sampling: dict[str, Any] | None = None) -> ProxyRecord:
         """Translate, ask the backend, translate back; every outcome becomes a record. `generated`: the
-        route's tool-call arguments as the student wrote them (translate.restore_calls)."""
+        route's tool-call arguments as the student wrote them (translate.restore_calls); `sampling`: the
+        route's own, on top of the run's."""
         record_id = new_record_id()
         model = str(body.get("model") or "")
         role, reason = translate.classify(model, body, self._main)
@@ -232,7 +240,8 @@ class AnthropicProxy:
                              backend_url=backend.url, stream=bool(body.get("stream")), request={},
                              started_at=datetime.now(UTC).isoformat(timespec="milliseconds"))
         try:
-            openai_request, tool_map = translate.to_openai(body, served, self._sampling)
+            openai_request, tool_map = translate.to_openai(body, served,
+                                                           {**self._sampling, **(sampling or {})})
         except Exception as exc:  # the adapter raises ValueError, KeyError, TypeError on malformed input
             record.status, record.error = 400, f"cannot translate the request: {exc!r}"[:500]
             return record

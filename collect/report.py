@@ -40,6 +40,7 @@ class RunReport(BaseModel):
     student_url: str | None
     student_provider: str | None = None
     sampling: dict[str, float | int] = Field(default_factory=dict)   # as sent; absent: the server's
+    seed: int | None = None                # --seed: the base of the rollouts' seeds (header `sampling`)
     logprobs_mode: str | None = None       # the server's, as declared by --logprobs-mode
     evaluate: bool
     started_at: str

@@ -34,7 +34,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add("--max-turns", type=int, default=30, help="student turns per instance (default 30)")
     add("--workers", type=int, default=1, help="instances rolled out in parallel (default 1)")
     add("--samples", type=int, default=1,
-        help="rollouts per instance (default 1); sample k > 0 is written as <instance_id>.s<k>.rollout.jsonl")
+        help="rollouts per instance (default 1); sample k > 0 is written as <instance_id>.s<k>.rollout.jsonl "
+             "(claude-code: DIR/<instance_id>.s<k>/)")
+    add("--seed", type=int, default=None, metavar="N",
+        help="send each rollout a seed of its own, drawn from N, the instance and the sample (a vLLM "
+             "student; recorded in the header's sampling); default: none, the server's own randomness")
     add("--evaluate", action="store_true", help="grade each patch with the swebench harness (reward)")
     add("--namespace", default="swebench", help="image namespace (default swebench)")
     add("--image-tag", default="latest", help="image tag (default latest)")
@@ -90,13 +94,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def _claude_options(args: argparse.Namespace) -> object:
-    """ClaudeCodeOptions for --agent claude-code (None for mini); a bad --claude-binary fails here, early."""
+    """ClaudeCodeOptions for --agent claude-code (None for mini); a bad --claude-binary fails here, early
+    (with --ray, on each node: the path is the nodes')."""
     if args.agent != "claude-code":
         return None
     from collect.claude_code import ClaudeCodeOptions
     from collect.claude_code_cli import find_binary, load_claude_code_spec
 
-    find_binary(args.claude_binary, load_claude_code_spec())
+    if not args.ray:
+        find_binary(args.claude_binary, load_claude_code_spec())
     return ClaudeCodeOptions(binary=args.claude_binary, model=args.claude_model,
                              small_model=args.claude_small_model, small_backend=args.small_model,
                              small_url=args.small_url, timeout=args.claude_timeout)
@@ -152,7 +158,8 @@ def main(argv: list[str] | None = None) -> int:
         config = CollectConfig(
             instances=args.instances, student_url=args.student_url, student_model=args.student_model,
             student_provider=args.student_provider, out=args.out, api_key=args.api_key,
-            max_turns=args.max_turns, workers=args.workers, samples=args.samples, evaluate=args.evaluate,
+            max_turns=args.max_turns, workers=args.workers, samples=args.samples, seed=args.seed,
+            evaluate=args.evaluate,
             namespace=args.namespace,
             image_tag=args.image_tag, pull=args.pull, temperature=args.temperature, top_p=args.top_p,
             max_tokens=args.max_tokens, logprobs_mode=args.logprobs_mode, reasoning_echo=args.reasoning_echo,
@@ -169,19 +176,15 @@ def main(argv: list[str] | None = None) -> int:
     except (ValidationError, CollectError) as exc:
         print(f"collect.run: error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_USER_ERROR
-    if args.samples > 1 and claude is not None:
-        print("collect.run: error: --samples: --agent claude-code writes one folder per instance; one sample "
-              "only for now", file=sys.stderr)
-        return EXIT_USER_ERROR
-    if args.ray and claude is not None:
-        print("collect.run: error: --ray runs the mini agent only (--agent claude-code needs its proxy "
-              "beside each node's engine; not built yet)", file=sys.stderr)
+    if args.seed is not None and args.student_provider is not None:
+        print("collect.run: error: --seed: a vLLM student only (official APIs take no seed, or not all)",
+              file=sys.stderr)
         return EXIT_USER_ERROR
     try:
         if args.ray:
             from collect.on_ray import collect_on_ray
 
-            report = collect_on_ray(config, args.ray, args.ray_dashboard, quiet=args.quiet)
+            report = collect_on_ray(config, args.ray, args.ray_dashboard, quiet=args.quiet, claude=claude)
         else:
             report = collect_rollouts(config, claude=claude)
     except CollectError as exc:

@@ -7,6 +7,7 @@ fast), gives the workers a moment to write their final records, and still writes
 
 from __future__ import annotations
 
+import copy
 import logging
 import queue
 import secrets
@@ -105,7 +106,7 @@ def collect_rollouts(config: CollectConfig, claude: Any = None) -> RunReport:
     report = RunReport(run_id=run.run_id, student_model=config.student_model, student_url=config.student_url,
                        student_provider=config.student_provider, sampling=student.sampling,
                        logprobs_mode=_logprobs_mode(config), evaluate=config.evaluate, started_at=_now(),
-                       instances=len(rows))
+                       instances=len(rows), seed=config.seed)
     jobs: queue.SimpleQueue[tuple[int, Any, int]] = queue.SimpleQueue()
     for index, row in enumerate(rows):
         for sample in range(samples_of(row, index, run.duplicates, config)):
@@ -214,8 +215,8 @@ def _rollout(run: Run, row: Any, index: int, label: str, sample: int = 0) -> Ins
         runtime.remove()
         return InstanceOutcome(instance_id=label, error_kind="answer_key_visible",
                                error=f"{check.error} (git history of /testbed)")
-    path = run.agent.rollout_path(instance_id) if run.agent else config.out / rollout_filename(instance_id,
-                                                                                                sample)
+    path = run.agent.rollout_path(instance_id, sample) if run.agent else config.out / rollout_filename(
+        instance_id, sample)
     try:
         with RolloutWriter(path) as writer:
             header = _header(run, row, image, sample)
@@ -254,7 +255,7 @@ def _header(run: Run, row: dict[str, Any], image: str, sample: int = 0) -> Rollo
         rollout_id=rollout_id, run_id=run.run_id, instance_id=row["instance_id"], sample=sample,
         repo=row.get("repo"), base_commit=row.get("base_commit"), image=image,
         student_model=run.config.student_model, student_url=run.config.student_url,
-        student_provider=run.config.student_provider, sampling=dict(run.student.sampling),
+        student_provider=run.config.student_provider, sampling=_sampling(run, row["instance_id"], sample),
         logprobs_mode=_logprobs_mode(run.config),
         reasoning_echo=resolve_echo(run.config.reasoning_echo, info.reasoning_field if info else None),
         max_model_len=info.max_model_len if info else None,
@@ -262,14 +263,22 @@ def _header(run: Run, row: dict[str, Any], image: str, sample: int = 0) -> Rollo
         created_at=_now())
 
 
+def _sampling(run: Run, instance_id: str, sample: int) -> dict[str, Any]:
+    """What one rollout sends: the run's sampling, and its own seed with --seed."""
+    seed = run.config.seed_of(instance_id, sample)
+    return {**run.student.sampling, **({"seed": seed} if seed is not None else {})}
+
+
 def _drive(run: Run, row: dict[str, Any], image: str, runtime: Runtime, writer: RolloutWriter,
            sample: int = 0) -> tuple[FinalRecord, AgentResult]:
     """The agent, then the patch, then (with --evaluate) the grade; the container is gone before grading."""
     started = time.monotonic()
     if run.agent is not None:
-        result = run.agent.drive(runtime, row, run.stop)
+        result = run.agent.drive(runtime, row, run.stop, sample)
     else:
-        result = run_agent(run.student, runtime, run.spec, row["problem_statement"], writer,
+        student = copy.copy(run.student)           # the sample's seed, if any, on top of the run's sampling
+        student.sampling = _sampling(run, row["instance_id"], sample)
+        result = run_agent(student, runtime, run.spec, row["problem_statement"], writer,
                            run.config.max_turns, run.stop)
     final = FinalRecord(exit_status=result.exit_status, turns=result.turns, error=result.error)
     if result.exit_status != "interrupted":

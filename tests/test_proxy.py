@@ -134,6 +134,18 @@ def test_sampling_flags_replace_the_clis(tmp_path: Path, backend: LLMServer) -> 
     assert (backend.requests[0]["temperature"], backend.requests[0]["max_tokens"]) == (0.5, 256)
 
 
+def test_each_route_sends_its_own_sampling_on_top_of_the_runs(tmp_path: Path, backend: LLMServer) -> None:
+    """A rollout's seed (collect.run --seed) goes with its requests only."""
+    with AnthropicProxy(config(backend.url, temperature=0.5)) as proxy:
+        ask(proxy.route("s0", tmp_path / "a.jsonl", {"seed": 11}))
+        ask(proxy.route("s1", tmp_path / "b.jsonl", {"seed": 12}))
+        ask(proxy.route("plain", tmp_path / "c.jsonl"))
+    sent = [(r["temperature"], r.get("seed")) for r in backend.requests]
+    assert sent == [(0.5, 11), (0.5, 12), (0.5, None)]
+    recorded = [records(tmp_path / f"{name}.jsonl")[0]["request"].get("seed") for name in "abc"]
+    assert recorded == [11, 12, None]
+
+
 def test_a_server_without_the_token_extension_is_asked_again_plainly(tmp_path: Path) -> None:
     def respond(request: dict[str, Any]) -> Reply:
         if "return_token_ids" in request:
