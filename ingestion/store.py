@@ -19,17 +19,18 @@ trace are shared between its states: treat them as read-only.
 from __future__ import annotations
 
 import hashlib
-import io
 import os
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import orjson
 
 from ingestion.schema import Action, ReplayError, TraceState
+
+if TYPE_CHECKING:
+    from ingestion.shards import Shard
 
 STATES_FILE = "states.jsonl"
 TRACES_FILE = "traces.jsonl"
@@ -175,46 +176,6 @@ class _Writer:
                                 "source": state.source}) + b"\n")
 
 
-@dataclass
-class Shard:
-    """The rows of some states written apart (a worker's file), segments numbered from 0: appended to
-    a StateWriter, they are renumbered after its own (`StateWriter.write_shard`)."""
-
-    states: bytes
-    traces: bytes
-    segments: int
-    count: int
-
-
-class ShardWriter(_Writer):
-    """A writer into memory, for states that another process appends (replay/parallel_ingest.py)."""
-
-    def __init__(self) -> None:
-        super().__init__([io.BytesIO(), io.BytesIO()])
-
-    def shard(self) -> Shard:
-        states_out, traces_out = self._out
-        return Shard(states_out.getvalue(), traces_out.getvalue(), self._segment + 1, self.states)
-
-
-_SEGMENT_KEY = b',"segment":'
-
-
-def _renumbered(lines: bytes, base: int, in_row: bool) -> bytes:
-    """`lines` with every segment number raised by `base`: a trace line starts with it; a state row
-    holds it after the state's own fields, and only `messages` (ranges) and `tools` (a number) follow,
-    so its last occurrence is the one."""
-    if not base:
-        return lines
-    out = []
-    for line in lines.split(b"\n")[:-1]:
-        start = line.rfind(_SEGMENT_KEY) + len(_SEGMENT_KEY) if in_row else len(b'{"segment":')
-        end = line.index(b",", start)
-        out.append(line[:start] + str(int(line[start:end]) + base).encode() + line[end:])
-    out.append(b"")
-    return b"\n".join(out)
-
-
 class StateWriter(_Writer):
     """Write states to `folder/states.jsonl` + `folder/traces.jsonl`, each replaced atomically on close.
 
@@ -229,15 +190,31 @@ class StateWriter(_Writer):
         super().__init__([open(p, "wb", buffering=_BUFFER) for p in self._temps], transform)
 
     def write_shard(self, shard: Shard) -> None:
-        """Append states written apart, as if written here one by one. Their first trace must not be
-        the one this writer's last state belongs to (it would be one segment here, two there)."""
+        """Append states written apart (ingestion/shards.py) as if written here one by one: a shard
+        whose first trace is the one this writer's last state belongs to goes on in its segment."""
+        from ingestion.shards import continued, renumbered, table_of
+
+        if not shard.count:
+            return
         states_out, traces_out = self._out
-        base = self._segment + 1
-        traces_out.write(_renumbered(shard.traces, base, in_row=False))
-        states_out.write(_renumbered(shard.states, base, in_row=True))
-        self._segment += shard.segments
+        goes_on = self._trace is not None and shard.first == self._trace
+        states, traces, base = shard.states, shard.traces, self._segment + 1
+        if goes_on:
+            rows_end, lines_end = shard.first_end
+            rows, lines = continued(states[:rows_end], traces[:lines_end], shard.first_tables,
+                                    self._messages, self._tools, self._segment)
+            states_out.write(rows)
+            traces_out.write(lines)
+            states, traces, base = states[rows_end:], traces[lines_end:], self._segment
+        traces_out.write(renumbered(traces, base, in_row=False))
+        states_out.write(renumbered(states, base, in_row=True))
+        self._segment = base + shard.segments - 1
         self.states += shard.count
-        self._trace = None   # the next state opens a segment (and fresh tables), as after any other trace
+        self._trace = shard.last
+        if not (goes_on and shard.segments == 1):   # else its tables were extended in place
+            self._messages = table_of(shard.last_tables.messages, b"message")
+            self._tools = table_of(shard.last_tables.tools, b"tools")
+        self._previous = ([], [], [])
 
     def close(self) -> None:
         """Flush and move both files into place (traces first: a state never points at nothing)."""

@@ -45,19 +45,13 @@ def ingest_to_file(source: Path, out: Path, options: IngestOptions, console: Con
     redacted by `redactor` (the one redaction pass: teachers, outputs and the card all see these
     states); return the report so far. Large sources are read by worker processes
     (replay/parallel_ingest.py), with the same result."""
-    from replay.parallel_ingest import Sequential, auto_workers
+    from replay.parallel_ingest import auto_workers
 
     console = console or Console(stderr=True)
     stats = IngestStats()
     files = find_files(source, stats)
     workers = 1 if options.max_states is not None else auto_workers(files, options.workers)
-    try:
-        _ingest(source, files, out, options, console, stats, redactor, workers)
-    except Sequential:   # a trace goes on across files: one process keeps it whole
-        redactor = type(redactor)(redactor.key) if redactor is not None else None
-        workers = 1
-        stats = IngestStats()
-        _ingest(source, find_files(source, stats), out, options, console, stats, redactor, workers)
+    _ingest(source, files, out, options, console, stats, redactor, workers)
     report = Report()
     report.add_ingest(stats)
     report.extra["ingest_workers"] = workers
@@ -82,7 +76,7 @@ def _ingest(source: Path, files: list[Path], out: Path, options: IngestOptions, 
             bar.update(task, advance=1, info=f"{stats.states} states")
 
         if pool is not None:
-            for shard in parallel_shards(pool, workers, files, options, stats, redactor, on_file=done):
+            for shard in parallel_shards(pool, files, options, stats, redactor, on_file=done):
                 writer.write_shard(shard)
         else:
             for state in iter_states(source, options, stats, files=files, on_file=done):

@@ -62,6 +62,11 @@ class StateRedactor:
         self._memo: dict[int, tuple[Any, Any, list[tuple[str, str]]]] = {}
         self._last: tuple[list[Any], list[Any], list[tuple[str, str]]] = ([], [], [])
 
+    @property
+    def hits(self) -> set[tuple[str, str]]:
+        """The distinct secrets (rule, digest) found so far in the current trace, each counted once."""
+        return self._seen
+
     def _shared(self, value: Any) -> tuple[Any, list[tuple[str, str]]]:
         # Keyed by identity within one trace (the object is kept alive in the memo, so its id is not
         # reused); equal content met as another object is still memoised per string by redact_found.

@@ -90,7 +90,7 @@ def test_a_trace_going_on_into_the_next_file_sends_the_source_back_to_one_proces
     one, two = both(source, tmp_path)
     traces = [line for line in one[2].splitlines() if b'"trace_id"' in line]
     assert len(traces) == 2 and b'"T2"' in traces[1]   # b and c write one segment: one trace, no break
-    same(one, two, workers=1)
+    same(one, two, workers=2)
 
 
 def test_with_another_thread_running_the_workers_come_from_a_fork_server(fixtures_root: Path,
