@@ -4,7 +4,7 @@ by one (replay/parallel_ingest.py, issue #39).
 A `Shard` holds the rows of one file's states, serialised by `ShardWriter` with segments numbered from
 0, and what appending it needs to know of its edges: the first and last state's trace, the distinct
 messages and tool lists of its first and last segment (their digests, in index order) and whether its
-last state failed. Appending (`StateWriter.write_shard`) renumbers the segments after the writer's own;
+last state failed. Appending (`MergingWriter.write_shard`) renumbers the segments after the writer's own;
 when the shard's first trace is the one the writer's last state belongs to, the shard's first segment
 goes on in the writer's current one, as one process would write it: messages the segment holds already
 are not written again, the others are numbered after them, and the first segment's rows point at the
@@ -20,7 +20,7 @@ import orjson
 
 from ingestion.outcome import is_failed
 from ingestion.schema import TraceState
-from ingestion.store import _Table, _Writer, to_ranges
+from ingestion.store import StateWriter, _Table, _Writer, to_ranges
 
 Key = tuple[str, str]   # (trace_id, source): one segment's trace
 
@@ -165,3 +165,32 @@ def table_of(digests: list[bytes], kind: bytes) -> _Table:
     table = _Table(kind)
     table.by_digest = {digest: n for n, digest in enumerate(digests)}
     return table
+
+
+class MergingWriter(StateWriter):
+    """A StateWriter that also appends shards (replay/parallel_ingest.py)."""
+
+    def write_shard(self, shard: Shard) -> None:
+        """Append states written apart as if written here one by one: a shard whose first trace is
+        the one this writer's last state belongs to goes on in its segment."""
+        if not shard.count:
+            return
+        states_out, traces_out = self._out
+        goes_on = self._trace is not None and shard.first == self._trace
+        states, traces, base = shard.states, shard.traces, self._segment + 1
+        if goes_on:
+            rows_end, lines_end = shard.first_end
+            rows, lines = continued(states[:rows_end], traces[:lines_end], shard.first_tables,
+                                    self._messages, self._tools, self._segment)
+            states_out.write(rows)
+            traces_out.write(lines)
+            states, traces, base = states[rows_end:], traces[lines_end:], self._segment
+        traces_out.write(renumbered(traces, base, in_row=False))
+        states_out.write(renumbered(states, base, in_row=True))
+        self._segment = base + shard.segments - 1
+        self.states += shard.count
+        self._trace = shard.last
+        if not (goes_on and shard.segments == 1):   # else its tables were extended in place
+            self._messages = table_of(shard.last_tables.messages, b"message")
+            self._tools = table_of(shard.last_tables.tools, b"tools")
+        self._previous = ([], [], [])

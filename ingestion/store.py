@@ -23,14 +23,11 @@ import os
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 
 import orjson
 
 from ingestion.schema import Action, ReplayError, TraceState
-
-if TYPE_CHECKING:
-    from ingestion.shards import Shard
 
 STATES_FILE = "states.jsonl"
 TRACES_FILE = "traces.jsonl"
@@ -188,33 +185,6 @@ class StateWriter(_Writer):
         self._targets = (folder / STATES_FILE, folder / TRACES_FILE)
         self._temps = tuple(p.with_name(f".{p.name}.{uuid.uuid4().hex}.tmp") for p in self._targets)
         super().__init__([open(p, "wb", buffering=_BUFFER) for p in self._temps], transform)
-
-    def write_shard(self, shard: Shard) -> None:
-        """Append states written apart (ingestion/shards.py) as if written here one by one: a shard
-        whose first trace is the one this writer's last state belongs to goes on in its segment."""
-        from ingestion.shards import continued, renumbered, table_of
-
-        if not shard.count:
-            return
-        states_out, traces_out = self._out
-        goes_on = self._trace is not None and shard.first == self._trace
-        states, traces, base = shard.states, shard.traces, self._segment + 1
-        if goes_on:
-            rows_end, lines_end = shard.first_end
-            rows, lines = continued(states[:rows_end], traces[:lines_end], shard.first_tables,
-                                    self._messages, self._tools, self._segment)
-            states_out.write(rows)
-            traces_out.write(lines)
-            states, traces, base = states[rows_end:], traces[lines_end:], self._segment
-        traces_out.write(renumbered(traces, base, in_row=False))
-        states_out.write(renumbered(states, base, in_row=True))
-        self._segment = base + shard.segments - 1
-        self.states += shard.count
-        self._trace = shard.last
-        if not (goes_on and shard.segments == 1):   # else its tables were extended in place
-            self._messages = table_of(shard.last_tables.messages, b"message")
-            self._tools = table_of(shard.last_tables.tools, b"tools")
-        self._previous = ([], [], [])
 
     def close(self) -> None:
         """Flush and move both files into place (traces first: a state never points at nothing)."""

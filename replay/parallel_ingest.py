@@ -12,7 +12,7 @@ twice or in one process:
   files 0..N-1 have made theirs, from the one `Seen` of the run. So a worker builds only the states one
   process would, numbered and named as it would.
 - **Segments** (a file whose first trace is the one the previous file ended on): the writer goes on in
-  its segment (`StateWriter.write_shard`, ingestion/shards.py).
+  its segment (`MergingWriter.write_shard`, ingestion/shards.py).
 - **The last state of the previous file's trace**: a failed one names its recovery in the next file
   (`Shard.with_recovery`), and the redactor counts a secret once per trace: what the two files' parts
   of one trace both found is counted once (`_Counting`).
@@ -290,7 +290,7 @@ def parallel_shards(workers: Workers, files: list[Path], options: IngestOptions,
                     redactor: StateRedactor | None,
                     on_file: Callable[[Path], None] | None = None) -> Iterator[Shard]:
     """Every state of `files`, redacted by (or as by) `redactor`, as one shard per file with states, in
-    file order (`StateWriter.write_shard`); `stats` and the redactor's counts as reading them in one
+    file order (`MergingWriter.write_shard`); `stats` and the redactor's counts as reading them in one
     process gives. Not for --max-states (it stops mid-file)."""
     if options.max_states is not None:
         raise ValueError("parallel_shards reads whole files: use ingestion.sources.iter_states")

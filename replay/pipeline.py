@@ -14,10 +14,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from ingestion.options import IngestOptions
 from ingestion.schema import ReplayError
+from ingestion.shards import MergingWriter
 from ingestion.sources import find_files, iter_states
 from ingestion.stats import IngestStats
 from ingestion.store import STATES_FILE as STATES_FILE  # re-exported: the name callers knew
-from ingestion.store import StateWriter
 from ingestion.store import load_states as load_states  # re-exported: the view and benches read it here
 from replay.files import CONFIG_FILE, PROPOSALS_FILE, REPORT_FILE, write_json, write_jsonl
 from replay.options import PoolOptions, RunConfig
@@ -70,7 +70,7 @@ def _ingest(source: Path, files: list[Path], out: Path, options: IngestOptions, 
         # The workers start before the progress bar's thread does (parallel_ingest.worker_pool).
         pool = stack.enter_context(worker_pool(workers)) if workers > 1 else None
         bar, task = stack.enter_context(_progress(len(files), "ingesting", console))
-        writer = stack.enter_context(StateWriter(out))
+        writer = stack.enter_context(MergingWriter(out))
 
         def done(_path: Path) -> None:
             bar.update(task, advance=1, info=f"{stats.states} states")
