@@ -210,8 +210,9 @@ def session_files(corpus: Path) -> list[Path]:
 
 def _ccl(python: str, listing: Path) -> float:
     """claude-code-log's `load_transcript` over the files listed in `listing`, in one fresh process."""
-    code = ("import sys, time\nfrom claude_code_log.converter import load_transcript\n"
-            "files = open(sys.argv[1]).read().splitlines()\nt = time.perf_counter()\n"
+    code = ("import sys, time, pathlib\nfrom claude_code_log.converter import load_transcript\n"
+            "files = [pathlib.Path(f) for f in open(sys.argv[1]).read().splitlines()]\n"
+            "t = time.perf_counter()\n"
             "for f in files:\n    load_transcript(f, silent=True)\nprint(time.perf_counter() - t)")
     done = subprocess.run([python, "-c", code, str(listing)], capture_output=True, text=True)
     if done.returncode != 0:

@@ -24,7 +24,6 @@ large sources only (`auto_workers`).
 
 from __future__ import annotations
 
-import gc
 import multiprocessing
 import os
 import sys
@@ -42,7 +41,7 @@ from ingestion.ids import Claim, Grant, Seen
 from ingestion.options import IngestOptions
 from ingestion.outcome import link_recoveries
 from ingestion.shards import Shard, ShardWriter
-from ingestion.sources import read_file
+from ingestion.sources import no_cyclic_gc, read_file
 from ingestion.stats import IngestStats
 
 if TYPE_CHECKING:
@@ -139,20 +138,17 @@ def read_apart(index: int, path: Path, options: IngestOptions, key: bytes | None
     redactor = StateRedactor(key) if redact else None
     redaction = Redaction() if redact else None
     trace: str | None = None
-    # The cyclic GC walks every live object of the file again and again while they pile up, and finds
-    # no garbage (messages, states and their copies hold no cycles): off for the file, 5% of a worker.
-    gc.disable()
     try:
-        for state in link_recoveries(read_file(path, options, stats, _Settled(index))):
-            if redactor is not None and redaction is not None:
-                if state.trace_id != trace and trace is not None:   # the redactor starts a new trace
-                    if redaction.one_trace:
-                        redaction.first, redaction.one_trace = frozenset(redactor.hits), False
-                trace = state.trace_id
-                state = redactor(state)
-            writer.write(state)
+        with no_cyclic_gc():
+            for state in link_recoveries(read_file(path, options, stats, _Settled(index))):
+                if redactor is not None and redaction is not None:
+                    if state.trace_id != trace and trace is not None:   # the redactor starts a new trace
+                        if redaction.one_trace:
+                            redaction.first, redaction.one_trace = frozenset(redactor.hits), False
+                    trace = state.trace_id
+                    state = redactor(state)
+                writer.write(state)
     finally:
-        gc.enable()
         _CHANNEL[0].send(("done", index, None, False))
     if redactor is not None and redaction is not None:
         redaction.counts = redactor.counts
