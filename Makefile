@@ -18,8 +18,13 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-run: $(BIN)/python
+# Installed once per change of pyproject.toml (a stamp file in .venv): `make run` after `make test`, or a
+# second `make run`, goes straight to the dry run and asks no package index.
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e .
+	touch $@
+
+run: $(VENV)/.installed
 	@$(if $(HAS_SESSIONS),,$(if $(filter examples/sessions,$(SOURCE)),echo "No Claude Code session under $(PROJECTS) yet: using the examples in examples/sessions (SOURCE=... to pick another folder)"))
 	@echo "replay.run --source $(SOURCE) (a dry run: states and a cost estimate, no calls)"
 	$(BIN)/python -m replay.run --source $(SOURCE) --out $(OUT) --teachers gpt-5,deepseek --dry-run
@@ -27,12 +32,12 @@ run: $(BIN)/python
 test: $(BIN)/python
 	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -e ".[dev]"
+	touch $(VENV)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -rs   # -rs: each skipped test says why (e.g. no ../shared)
 
 # Regenerate examples/sessions/ with the real Claude Code CLI (fetched once from npm) and a scripted
 # Anthropic server on 127.0.0.1.
-sessions: $(BIN)/python
-	$(BIN)/pip install -q -e .
+sessions: $(VENV)/.installed
 	$(BIN)/python -m collect.claude_code_cli fetch
 	$(BIN)/python examples/make_sessions.py

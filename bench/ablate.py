@@ -75,8 +75,8 @@ def build_run(folder: Path, n: int, kind: str, seed: int = 0, teachers: int = 4)
     import orjson
 
     from ingestion.store import StateWriter
-    from replay.files import write_json, write_jsonl
     from replay.options import PoolOptions, RunConfig
+    from replay.rundir.files import write_json, write_jsonl
 
     rng = random.Random(seed)
     base = base_states(kind)

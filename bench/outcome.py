@@ -24,7 +24,7 @@ from ingestion.claude_code.session import load_session  # noqa: E402
 from ingestion.options import IngestOptions  # noqa: E402
 from ingestion.sources import find_files, iter_states  # noqa: E402
 from ingestion.stats import IngestStats  # noqa: E402
-from replay.select import choose, parse_selection, row_of  # noqa: E402
+from replay.select.filters import choose, parse_selection, row_of  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "claude_code" / "projects"
 

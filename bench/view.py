@@ -56,8 +56,8 @@ def bash(command: str, call_id: str) -> Action:
 def decided(folder: Path, proposals: list[Proposal]) -> list[dict]:
     """verdicts.jsonl as the run writes it: each state decided once by the run's own functions."""
     from ingestion.store import load_states
-    from replay.decide import settle
-    from replay.verdicts import verdict_record
+    from replay.decide.states import settle
+    from replay.decide.verdicts import verdict_record
     from replay.view.verdicts import Setup, decide_state
     from teachers.registry import parse_pool
 
@@ -78,8 +78,8 @@ def build_run(folder: Path, n: int, turns: int, verdicts: bool = True) -> None:
     """The states, proposals.jsonl, verdicts.jsonl (unless `verdicts` is false: a run from before it),
     run.json and report.json of a finished 3-teacher run."""
     from ingestion.store import StateWriter
-    from replay.files import write_json, write_jsonl
     from replay.options import PoolOptions, RunConfig
+    from replay.rundir.files import write_json, write_jsonl
 
     folder.mkdir(parents=True, exist_ok=True)
     proposals = []

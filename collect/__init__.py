@@ -1,1 +1,10 @@
-"""teacher-replay: collect."""
+"""Live rollouts: a student served by vLLM drives an agent in a SWE-bench container; rollout traces out.
+
+Owns: the command (`run`, `python -m collect.run`), one run over the instances (`runner`, or Ray tasks
+in `on_ray` / `cluster`), a container through the docker SDK (`runtime`) with no answer key in it
+(`answer_key`), the mini agent's loop and tools (`agent`, `tools`, `reply`), the student's servers
+(`student`, token ids and logprobs), the claude-code agent and its recording proxy (`claude_code*`,
+`proxy*`), rollout files (`records`, format in ROLLOUT_FORMAT.md) and the harness's reward (`evaluate`).
+Must not: build DPO pairs or call a teacher; `ingestion/` reads what it writes.
+Start at `run.main`, then `runner`.
+"""

@@ -43,7 +43,7 @@ class Seen:
 
     Readers ask it through `claim` only, once per trace or once for all traces of a file, before they
     build a state: then the answers can come from another process, which settles the ids of every
-    file in file order (replay/parallel_ingest.py) while the files are read at once."""
+    file in file order (replay/ingest/parallel.py) while the files are read at once."""
 
     messages: set[str] = field(default_factory=set)
     states: set[str] = field(default_factory=set)

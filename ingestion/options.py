@@ -24,7 +24,7 @@ class IngestOptions(StrictModel):
     max_length: int | None = None
     # Counts tokens for max_length / max_prompt_tokens; None: CHARS_PER_TOKEN characters per token.
     tokenizer: str | None = None
-    # Processes that read files at once (replay/parallel_ingest.py); None: one per core on large sources.
+    # Processes that read files at once (replay/ingest/parallel.py); None: one per core on large sources.
     workers: int | None = None
 
     def message_limit(self) -> int:

@@ -1,5 +1,5 @@
 """States written apart (a worker process's file) and appended to a run's store as if written there one
-by one (replay/parallel_ingest.py, issue #39).
+by one (replay/ingest/parallel.py, issue #39).
 
 A `Shard` holds the rows of one file's states, serialised by `ShardWriter` with segments numbered from
 0, and what appending it needs to know of its edges: the first and last state's trace, the distinct
@@ -59,7 +59,7 @@ class Shard:
 
 
 class ShardWriter(_Writer):
-    """A writer into memory, for states that another process appends (replay/parallel_ingest.py)."""
+    """A writer into memory, for states that another process appends (replay/ingest/parallel.py)."""
 
     def __init__(self) -> None:
         super().__init__([io.BytesIO(), io.BytesIO()])
@@ -168,7 +168,7 @@ def table_of(digests: list[bytes], kind: bytes) -> _Table:
 
 
 class MergingWriter(StateWriter):
-    """A StateWriter that also appends shards (replay/parallel_ingest.py)."""
+    """A StateWriter that also appends shards (replay/ingest/parallel.py)."""
 
     def write_shard(self, shard: Shard) -> None:
         """Append states written apart as if written here one by one: a shard whose first trace is

@@ -8,7 +8,7 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
-from replay.outdir import writable_dir_problem
+from replay.rundir.outdir import writable_dir_problem
 
 
 def _number(text: str, kind: type) -> float:

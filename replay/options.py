@@ -24,7 +24,7 @@ class PoolOptions(StrictModel):
     max_response_bytes: int = 10_000_000
     batch: bool = False          # through the providers' batch APIs (teachers/batch.py), half price
     batch_poll: float = 30.0     # seconds between polls of submitted batches
-    trace_parallel: int | None = None  # states of one trace in flight, in waves (replay.waves); None: auto
+    trace_parallel: int | None = None  # states of a trace in flight, in waves (replay.ask.waves); None: auto
 
 
 class ConsensusOptions(StrictModel):
@@ -53,7 +53,7 @@ class RunConfig(StrictModel):
     redact: bool = True               # one redaction pass per state, right after ingestion
     force: bool = False          # write into a non-empty folder replay.run did not make (deletes nothing)
     max_failed: float = 0.1      # share of the states put to teachers that may fail before exit 1
-    select: list[str] = Field(default_factory=list)   # --select filters (replay/select.py)
+    select: list[str] = Field(default_factory=list)   # --select filters (replay/select/filters.py)
     ingest: IngestOptions = IngestOptions()
     pool: PoolOptions | None = None
     consensus: ConsensusOptions = ConsensusOptions()

@@ -8,6 +8,7 @@ SIGTERM (every answer received is in the cache, OUT as it was).
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import signal
 import sys
@@ -20,7 +21,7 @@ from ingestion.options import DEFAULT_MAX_MESSAGE_CHARS, DEFAULT_MAX_PROMPT_TOKE
 from ingestion.schema import ReplayError
 from replay.flags import at_least, fraction, out_folder, positive_float, seconds, usd
 from replay.options import ConsensusOptions, ExportOptions, PoolOptions, RunConfig
-from replay.select import SelectError, parse_filter
+from replay.select.filters import SelectError, parse_filter
 
 
 class _Parser(argparse.ArgumentParser):
@@ -275,9 +276,26 @@ def interruption(error: BaseException) -> BaseException | None:
     return None
 
 
+def _lacking(teachers: str | None) -> dict[str, list[str]]:
+    """Each teacher's API keys not set in the environment (none for endpoints of our own)."""
+    if not teachers:
+        return {}
+    from teachers.client import missing_keys
+    from teachers.registry import parse_pool
+
+    return {spec.name: keys for spec in parse_pool(teachers) if (keys := missing_keys(spec))}
+
+
+def _python() -> str:
+    from replay.next_step import python_command
+
+    return python_command(sys.executable, sys.prefix, sys.base_prefix, os.getcwd())
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
+    from replay.next_step import next_step_lines
     from replay.pipeline import RunFailed, run
     from replay.summary import print_summary
     from teachers.cache import CacheError
@@ -300,6 +318,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {scrub(str(error))}", file=sys.stderr)
         return 1 if isinstance(error, CacheError | RunFailed | AllUnreachable) else 2
     print_summary(report, str(args.out))
+    if report.dry_run and not args.view:
+        print("\n".join(next_step_lines(argv, str(args.out), report.states, args.teachers,
+                                         _lacking(args.teachers), _python())))
     if args.view:
         from replay.view.cli import main as view_main
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from replay.report import Report
+from replay.rundir.report import Report
 
 
 def print_summary(report: Report, out: str, console: Console | None = None) -> None:

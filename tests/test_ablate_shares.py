@@ -15,7 +15,7 @@ from consensus.weighted import weighted
 from ingestion.schema import Action, Proposal, ToolCall
 from replay.ablation.shapley import exact_shapley, leave_one_out, sampled_shapley, shapley
 from replay.ablation.teachers import Point, asking_order, recommend
-from replay.hindsight import Hindsight, hindsight_tier
+from replay.decide.hindsight import Hindsight, hindsight_tier
 
 SIX = ["a", "b", "c", "d", "e", "f"]
 ACCURACY = {"a": 0.9, "b": 0.85, "c": 0.8, "d": 0.7, "e": 0.5, "f": 0.3}

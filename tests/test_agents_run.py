@@ -96,7 +96,7 @@ def test_mixed_folder_pairs_train_two_dpo_steps(fixtures_root: Path, tmp_path: P
 
 def test_states_round_trip_through_the_store(tmp_path: Path) -> None:
     from ingestion.store import load_states
-    from replay.pipeline import ingest_to_file
+    from replay.ingest.read import ingest_to_file
 
     report, _ = ingest_to_file(DATA, tmp_path, IngestOptions())
     direct = [s.model_dump() for s in iter_states(DATA, IngestOptions(), IngestStats())]

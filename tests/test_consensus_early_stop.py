@@ -69,7 +69,7 @@ def test_order_by_cost_cheapest_first_and_stable():
         "qwen", "deepseek", "gemini", "gpt-5"]
 
 
-# At the intent tier `replay.ask` feeds `decided` intent keys: what it settles is the winning intent.
+# At the intent tier `replay.ask.answers` feeds `decided` intent keys: what it settles is the winning intent.
 _COMMANDS = {"la": "ls -a", "lF": "ls -F", "pw": "pwd", "gs": "git status", "gS": "git status -s"}
 
 

@@ -16,7 +16,7 @@ import pytest
 from consensus.vote import vote
 from ingestion.outcome import call_outcome, turn_outcome
 from ingestion.schema import TraceState
-from replay.decide import settle
+from replay.decide.states import settle
 from replay.export.card import card_text
 from replay.export.checks import check_rows
 from replay.export.dataset import export_dataset

@@ -6,7 +6,7 @@ import asyncio
 import gc
 import weakref
 
-from replay.looplag import LoopLag, QuietGC
+from replay.ask.looplag import LoopLag, QuietGC
 
 
 class Node:

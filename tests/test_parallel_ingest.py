@@ -1,4 +1,4 @@
-"""Ingestion on worker processes writes the very bytes one process writes (replay/parallel_ingest.py):
+"""Ingestion on worker processes writes the very bytes one process writes (replay/ingest/parallel.py):
 states, trace table and report, whatever the files' cross-references: resumed and copied sessions
 (repeated message ids), one session id in two files (taken state ids), a trace that goes on from one
 file into the next (one segment, a recovery across files, a secret counted once per trace)."""
@@ -18,7 +18,7 @@ from rich.console import Console
 
 from bench.continuing_sessions import KINDS, arrange
 from ingestion.options import IngestOptions
-from replay.pipeline import ingest_to_file
+from replay.ingest.read import ingest_to_file
 from teachers.redact_state import StateRedactor
 from tests.sessions import assistant, basic_session, text, tool_use, user, with_session, write_session
 

@@ -54,7 +54,10 @@ def test_paced_run_stays_under_the_limit_where_fixed_concurrency_is_refused(tmp_
     assert pool.pacing()["t"]["stated_limits"] == {"requests": 100_000, "tokens": tpm}
     with rate_limited_server(fixed := Limits(rpm=100_000, tpm=tpm, window=2.0), answer) as server:
         pool = ask_all(server.url, tmp_path, False, 40)
-    assert fixed.admitted == 40 and fixed.rejected > 10  # what pacing saves
+    # What pacing saves. A count, not a time, but how many of fixed concurrency's calls land in a full
+    # bucket still depends on how fast this machine sends them (9 of 40 on a loaded 2-core machine,
+    # 20 and more on a quiet one): refused at all is the claim.
+    assert fixed.admitted == 40 and fixed.rejected > 0
 
 
 def test_requests_limit_is_followed_too(tmp_path: Path) -> None:

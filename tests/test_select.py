@@ -13,7 +13,7 @@ from ingestion.options import IngestOptions
 from ingestion.sources import iter_states
 from ingestion.stats import IngestStats
 from replay.run import main
-from replay.select import Row, choose, parse_selection, row_of
+from replay.select.filters import Row, choose, parse_selection, row_of
 from tests.llm_server import LLMServer, Reply, chat_completion
 
 FAILED = ("error", "rejected", "interrupted")

@@ -30,10 +30,10 @@ async def ask_missing(data: RunData, pools: list[list[TeacherSpec]], gaps: list[
                       calls: Counter[str], task: Task, judge: bool = True) -> dict[str, Decide]:
     """Ask every gap (state index, teacher, sample) and add the answers to `data.answers`; for a
     `--consensus judge` run, judge every pool. Returns the judge's decider per pool name ({} else)."""
-    from replay.pipeline import build_pool
+    from replay.ask.pool import build_pool
 
     assert data.config.pool is not None
-    pool = build_pool(data.config.pool)
+    pool = build_pool(data.config.pool, data.specs)
     try:
         if gaps:
             tick = task("teachers", len(gaps))
@@ -58,7 +58,7 @@ async def ask_missing(data: RunData, pools: list[list[TeacherSpec]], gaps: list[
 
 async def _judge_pools(data: RunData, pools: list[list[TeacherSpec]], pool: TeacherPool, calls: Counter[str],
                        task: Task) -> dict[str, Decide]:
-    from replay.ask import Judge
+    from replay.decide.consensus import Judge
 
     if not data.config.consensus.judge:
         raise AblationError("the run used --consensus judge without --judge MODEL: nothing to judge with")

@@ -2,7 +2,7 @@
 
 Pure: states and the run's proposals in, counts and DPO rows out; no I/O, no calls. A state's
 consensus comes from `consensus.methods.run_method` (or a judgement made beforehand) and its verdict
-from `replay.decide.settle`, the functions `replay.run` decides with, so a pool's counts mean the
+from `replay.decide.states.settle`, the functions `replay.run` decides with, so a pool's counts mean the
 same as a run's, and the run's own pool gets the run's counts by construction.
 
 A pool sees, per state, only the proposals of its teachers that are eligible there: same-family
@@ -26,9 +26,9 @@ from consensus.weighted import Weights
 from ingestion.outcome import is_failed
 from ingestion.schema import Action, Proposal, TraceState
 from replay.ablation.pools import pool_name
-from replay.decide import Settled, failed, settle
+from replay.decide.hindsight import Hindsight, hindsight_tier
+from replay.decide.states import Settled, failed, settle
 from replay.export.pairs import PromptMemo
-from replay.hindsight import Hindsight, hindsight_tier
 from teachers.registry import TeacherSpec, split_by_family
 
 Decide = Callable[[TraceState, list[Proposal]], ConsensusResult]
@@ -161,7 +161,7 @@ def evaluate_pool(teachers: Sequence[TeacherSpec], states: Sequence[TraceState],
                   match: str = "intent", recoveries: Mapping[str, Action] | None = None,
                   rows: bool = True) -> PoolResult:
     """What the pool `teachers` decides at every state, from the answers it already has; with
-    `recoveries` (failed state id → the student's recovery action, `replay.hindsight`) its hindsight
+    `recoveries` (failed state id → the student's recovery action, `replay.decide.hindsight`) its hindsight
     agreement too. `rows=False` counts without building the DPO rows.
 
     >>> from ingestion.schema import Action, ToolCall

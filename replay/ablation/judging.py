@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from replay.ablation.quality import METRICS, Quality, TeacherRow
-from replay.files import temp_path, write_text
+from replay.rundir.files import temp_path, write_text
 
 if TYPE_CHECKING:
     from replay.ablation.result import Ablation

@@ -60,8 +60,8 @@ class RunData:
 def load_run(run_dir: Path) -> RunData:
     """run.json, the states (ingestion/store.py) and proposals.jsonl of a finished `replay.run --out DIR`."""
     from ingestion.store import STATES_FILE
-    from replay.pipeline import CONFIG_FILE, PROPOSALS_FILE
-    from replay.select import asked_states
+    from replay.rundir.files import CONFIG_FILE, PROPOSALS_FILE
+    from replay.select.filters import asked_states
 
     for name in (CONFIG_FILE, STATES_FILE):
         if not (run_dir / name).is_file():

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from replay.ablation.agreement import AgreementMatrix
 from replay.ablation.evaluate import PoolCounts
-from replay.files import temp_path, write_text
+from replay.rundir.files import temp_path, write_text
 
 if TYPE_CHECKING:
     from replay.ablation.result import Ablation

@@ -24,7 +24,7 @@ from replay.ablation.load import AblateConfig, choose_pools, gaps_message, load_
 from replay.ablation.pools import AblationError
 from replay.ablation.quality import assess, estimate_reliability
 from replay.ablation.result import Ablation
-from replay.hindsight import read_recoveries
+from replay.decide.hindsight import read_recoveries
 
 
 @contextmanager

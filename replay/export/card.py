@@ -15,9 +15,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from replay.hindsight import hindsight_lines
+from replay.decide.hindsight import hindsight_lines
 from replay.options import RunConfig
-from replay.report import Report
+from replay.rundir.report import Report
 
 COLUMN_DOCS = {
     "prompt": "the context before the turn: OpenAI chat messages (system prompt first; tool calls with "

@@ -24,7 +24,7 @@ import orjson
 from ingestion.schema import ReplayError
 from replay.export.card import card_text
 from replay.export.formats import COLUMNS
-from replay.files import replace_dir, write_lines, write_text
+from replay.rundir.files import replace_dir, write_lines, write_text
 
 __all__ = ["ExportError", "card_text", "export_dataset", "format_features", "pair_features", "push_to_hub",
            "rows_to_dataset",

@@ -16,7 +16,7 @@ arguments as objects) and every provenance column, `student_outcome` included. W
   desirable rows. Prompt-completion rather than `messages`, so that SFTTrainer's default
   `completion_only_loss` trains on the consensus alone, never on the student's own earlier turns.
 
-Rows come in from `replay.decide.settle` (DPO rows, plus a `verdict` column beyond pairs); an agree
+Rows come in from `replay.decide.states.settle` (DPO rows, plus a `verdict` column beyond pairs); an agree
 row's `chosen` is the consensus, an abstained row's is empty. Outcomes that are unknown (`student_outcome`
 null: the source recorded none) never make an undesirable row.
 """
@@ -31,7 +31,7 @@ from ingestion.outcome import FAILED
 from replay.export.pairs import PAIR_COLUMNS
 
 FORMATS = ("dpo", "kto", "sft")
-# The verdicts whose states each format needs a row of (`replay.decide.settle`'s `keep`).
+# The verdicts whose states each format needs a row of (`replay.decide.states.settle`'s `keep`).
 KEEP = {"dpo": frozenset({"pair"}), "kto": frozenset({"pair", "agree", "abstained"}),
         "sft": frozenset({"pair", "agree"})}
 PROVENANCE = tuple(c for c in PAIR_COLUMNS if c not in ("prompt", "chosen", "rejected", "tools"))

@@ -19,7 +19,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from replay.files import replace_dir
+from replay.rundir.files import replace_dir
 from replay.view.context import TraceItems
 from replay.view.index import Index
 from replay.view.load import RunOutputs, ViewError, iter_verdicts, load_run

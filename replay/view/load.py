@@ -82,8 +82,8 @@ def pool_names(teachers: str) -> list[str]:
 def load_run(folder: Path) -> RunOutputs:
     """The run's report, settings, answers and ablation outputs (a one-line ViewError if it is no run)."""
     from ingestion.store import STATES_FILE
-    from replay.files import CONFIG_FILE, PROPOSALS_FILE, REPORT_FILE
-    from replay.select import SELECTION_FILE
+    from replay.rundir.files import CONFIG_FILE, PROPOSALS_FILE, REPORT_FILE
+    from replay.select.filters import SELECTION_FILE
 
     if not folder.is_dir():
         raise ViewError(f"{folder}: no such folder (give the --out folder of a replay.run)")
@@ -119,7 +119,7 @@ def load_run(folder: Path) -> RunOutputs:
 def iter_verdicts(folder: Path) -> Iterator[dict[str, Any]] | None:
     """The run's verdicts.jsonl, one state's line at a time in states.jsonl's order; None without one
     (a dry run, or a run from before the file)."""
-    from replay.verdicts import VERDICTS_FILE
+    from replay.decide.verdicts import VERDICTS_FILE
 
     path = folder / VERDICTS_FILE
     if not path.is_file():

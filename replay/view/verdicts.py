@@ -1,6 +1,6 @@
 """Each state's verdict, its teachers' groups and the consensus, as the run decided them. Pure.
 
-A run writes every state's verdict to verdicts.jsonl (`replay/verdicts.py`): the viewer reads it
+A run writes every state's verdict to verdicts.jsonl (`replay/decide/verdicts.py`): the viewer reads it
 (`stored_decision`) as JSON, beside the state's answers from proposals.jsonl, with no model built.
 Runs from before it wrote counts only, so for them the viewer decides again (`decided_again`) from
 the run's own answers with the run's own functions: `pool_proposals` (same-family exclusion per state) and
@@ -96,7 +96,7 @@ def decide_state(state: TraceState, answers: Mapping[str, Sequence[Proposal]], s
     """
     # Deciding needs the run's consensus and teacher code; a run with verdicts.jsonl never imports it.
     from replay.ablation.evaluate import method_decider, pool_proposals
-    from replay.decide import settle
+    from replay.decide.states import settle
 
     if setup is None or not setup.teachers:
         return Decided("not_asked")
@@ -129,13 +129,13 @@ def decided_again(state: TraceState, answers: Mapping[str, Sequence[Proposal]], 
                   judged_pairs: Mapping[str, dict[str, Any]] | None = None
                   ) -> tuple[Decision, dict[str, str]]:
     """A state of a run without verdicts.jsonl: decided again (`decide_state`), as the line the run
-    would have written (`replay.verdicts.verdict_record`); the decision and the line's answer forms.
+    would have written (`replay.decide.verdicts.verdict_record`); the decision and the line's answer forms.
 
     >>> decided_again(TraceState(state_id="s", trace_id="t", turn=0, source="claude_code", messages=[],
     ...                          student_action=Action()), {}, None)[0].verdict
     'not_asked'
     """
-    from replay.verdicts import verdict_record
+    from replay.decide.verdicts import verdict_record
 
     decided = decide_state(state, answers, setup, judged_pairs)
     if setup is None:

@@ -78,7 +78,7 @@ def parse_filter(text: str) -> tuple[str, Any]:
     >>> parse_filter("outcome=eror")
     Traceback (most recent call last):
     ...
-    replay.select.SelectError: --select outcome=eror: unknown outcome 'eror' (one of ok, error, \
+    replay.select.filters.SelectError: --select outcome=eror: unknown outcome 'eror' (one of ok, error, \
 rejected, interrupted, no_result, failed)
     """
     key, sep, value = text.partition("=")

@@ -45,7 +45,8 @@ class Report(BaseModel):
     trace_id_collisions: int = 0     # traces whose id an earlier file had taken: given a distinct one
     problems: list[dict[str, Any]] = Field(default_factory=list)
     formats: dict[str, dict[str, int]] = Field(default_factory=dict)   # format -> {files, states}
-    # Failed states with a recovery: how often the consensus was the student's correction (replay.hindsight)
+    # Failed states with a recovery: how often the consensus was the student's correction
+    # (replay.decide.hindsight)
     hindsight: dict[str, Any] = Field(default_factory=dict)
     extra: dict[str, Any] = Field(default_factory=dict)
 

@@ -15,12 +15,13 @@ from consensus.result import ConsensusResult
 from consensus.validity import INVALID, invalid_reasons
 from ingestion.outcome import is_failed
 from ingestion.schema import Action, Proposal, TraceState
-from replay.ask import Answers, Judge, ask_state, decide
+from replay.ask.answers import Answers, ask_state
+from replay.ask.waves import AUTO_LIMIT, MARGIN, joins, prompt_size
+from replay.decide.consensus import Judge, decide
+from replay.decide.hindsight import Hindsight, hindsight_tier
+from replay.decide.verdicts import verdict_record
 from replay.export.pairs import PromptMemo, pair_row
-from replay.hindsight import Hindsight, hindsight_tier
 from replay.options import ConsensusOptions
-from replay.verdicts import verdict_record
-from replay.waves import AUTO_LIMIT, MARGIN, joins, prompt_size
 from teachers.pool import BUDGET_EXHAUSTED, TeacherPool
 from teachers.workers import blocking
 
@@ -153,7 +154,7 @@ def count(outcomes: Outcomes, settled: Settled, result: ConsensusResult | None,
 
 def note_failed(outcomes: Outcomes, index: int, state: TraceState, result: ConsensusResult | None,
                 settled: Settled) -> None:
-    """Keep what hindsight needs of a failed state (`replay.hindsight`) until its recovery is read."""
+    """Keep what hindsight needs of a failed state (`replay.decide.hindsight`) until its recovery is read."""
     if is_failed(state.metadata.get("outcome")):
         cwd = state.metadata.get("cwd")
         outcomes.failed_states[state.state_id] = (result, settled.verdict in ("agree", "pair"),
@@ -162,7 +163,7 @@ def note_failed(outcomes: Outcomes, index: int, state: TraceState, result: Conse
 
 def finish_hindsight(outcomes: Outcomes, recoveries: Mapping[str, Action]) -> Hindsight:
     """report.json `hindsight`: each failed state's consensus against its recovery
-    (`replay.hindsight.read_recoveries`: failed state id → the student's recovery action)."""
+    (`replay.decide.hindsight.read_recoveries`: failed state id → the student's recovery action)."""
     out = Hindsight()
     for state_id in sorted(outcomes.failed_states):
         result, reached, context = outcomes.failed_states[state_id]
@@ -204,7 +205,7 @@ async def replay_states(states: Iterable[TraceState], pool: TeacherPool, options
     """Ask, decide and pair every state. One trace's states are asked in turn order, each once the
     previous one's answers are in, so every request finds the one before it (which it extends) in the
     provider's prompt cache; different traces run concurrently, a bounded number at a time.
-    `trace_parallel` K > 1: up to K states of a trace at once, in waves (replay.waves); None: auto.
+    `trace_parallel` K > 1: up to K states of a trace at once, in waves (replay.ask.waves); None: auto.
     `--consensus weighted` decides only once every answer is in, over the states read `again`."""
     outcomes = Outcomes()
     weighted = options.method == "weighted"
@@ -248,7 +249,7 @@ async def replay_states(states: Iterable[TraceState], pool: TeacherPool, options
             base, first, held = 0, True, None
             while (item := held or await queue.get()) is not None:
                 held, wave = None, [(item, await blocking(prompt_size, item[1]) if limit > 1 else 0)]
-                # Waves (replay.waves): the states already read join while the cost margin allows.
+                # Waves (replay.ask.waves): the states already read join while the cost margin allows.
                 while limit > 1 and not first and not queue.empty():
                     if (follower := queue.get_nowait()) is None:
                         queue.put_nowait(None)

@@ -62,7 +62,7 @@ def joins(base: int, wave: list[int], size: int, limit: int, margin: float | Non
 
 
 def plan(sizes: list[int], limit: int, margin: float | None, ratio: float) -> list[list[int]]:
-    """The waves (state indexes) of one trace of `sizes`, as `replay.decide` sends them.
+    """The waves (state indexes) of one trace of `sizes`, as `replay.decide.states` sends them.
 
     >>> plan([1000, 50_000, 50_500, 51_000, 51_500], 4, 0.1, 0.1)
     [[0], [1], [2, 3, 4]]
@@ -125,7 +125,7 @@ def estimate_waves(pool: Any, out: Any, trace_parallel: int | None, usd_one: flo
     (`auto`: chosen per wave), the prompt cache modelled per wave (`TeacherPool.estimate_wave`).
     Time: the waves of the traces in flight at once (`--concurrency` traces, at least 4), each wave one
     call latency."""
-    from replay.select import asked_states
+    from replay.select.filters import asked_states
 
     limit, margin = (AUTO_LIMIT, MARGIN) if trace_parallel is None else (max(trace_parallel, 1), None)
     ratio = pool.cached_price_ratio()
