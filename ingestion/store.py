@@ -27,7 +27,7 @@ from typing import IO, Any
 
 import orjson
 
-from ingestion.schema import Action, ReplayError, TraceState
+from ingestion.schema import Action, ReplayError, ToolCall, TraceState
 
 STATES_FILE = "states.jsonl"
 TRACES_FILE = "traces.jsonl"
@@ -96,11 +96,35 @@ class _Table:
             found = self.by_digest[digest] = len(self.by_digest)
             if transform is not None:   # pure, so once per distinct value is enough
                 raw = orjson.dumps(transform(value))
-            out.write(b'{"segment":' + segment + b',"' + self.kind + b'":' + str(found).encode()
-                      + b',"value":' + raw + b"}\n")
+            out.write(b'{"segment":%b,"%b":%d,"value":' % (segment, self.kind, found))
+            out.write(raw)   # not joined: a message can be megabytes
+            out.write(b"}\n")
         self.by_id[id(value)] = found
         self.keep.append(value)
         return found
+
+
+# orjson refuses what pydantic's JSON mode would convert its own way (dates, dataclasses, subclasses of
+# str/int/dict/list); every plain JSON value (and tuples, enums, UUIDs) comes out as pydantic's does.
+_PLAIN = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_SUBCLASS
+
+
+def _plain_row(state: TraceState) -> dict[str, Any] | None:
+    """`state.model_dump(mode="json", exclude={"messages", "tools"})` without pydantic's walk (a tenth
+    of writing a state on real sessions, issue #39), or None for an action that is not plain Action
+    and ToolCall objects. Values are left as they are: orjson writes them (_PLAIN)."""
+    action = state.student_action
+    if type(action) is not Action:
+        return None
+    calls = []
+    for call in action.tool_calls:
+        if type(call) is not ToolCall:
+            return None
+        calls.append({"id": call.id, "name": call.name, "arguments": call.arguments})
+    return {"state_id": state.state_id, "trace_id": state.trace_id, "turn": state.turn,
+            "source": state.source, "student_action": {"content": action.content, "tool_calls": calls,
+                                                       "thinking": action.thinking},
+            "student_model": state.student_model, "metadata": state.metadata}
 
 
 class _Writer:
@@ -122,9 +146,16 @@ class _Writer:
         if self._trace != (state.trace_id, state.source):
             self._open_segment(state, traces_out)
         tools = self._tools.index(state.tools, str(self._segment).encode(), traces_out)
-        row = state.model_dump(mode="json", exclude={"messages", "tools"})
-        row.update(segment=self._segment, messages=self._ranges(state.messages, traces_out), tools=tools)
-        states_out.write(orjson.dumps(row) + b"\n")
+        ranges = self._ranges(state.messages, traces_out)
+        tail = {"segment": self._segment, "messages": ranges, "tools": tools}
+        row = _plain_row(state)
+        try:
+            line = orjson.dumps({**row, **tail}, option=_PLAIN) if row is not None else None
+        except TypeError:   # a value JSON has no plain form for: pydantic's, as before
+            line = None
+        if line is None:
+            line = orjson.dumps({**state.model_dump(mode="json", exclude={"messages", "tools"}), **tail})
+        states_out.write(line + b"\n")
         self.states += 1
 
     def _ranges(self, messages: list[Message], out: IO[bytes]) -> list[list[int]]:
