@@ -9,6 +9,7 @@ import copy
 import io
 import json
 import random
+import shutil
 import threading
 from pathlib import Path
 from typing import Any
@@ -192,4 +193,17 @@ def test_with_another_thread_running_the_workers_come_from_a_fork_server(fixture
         one, two = both(fixtures_root, tmp_path)
     finally:
         stop.set()
+    same(one, two, workers=2)
+
+
+def test_other_agents_logs_copied_twice_give_the_same_bytes_on_workers(tmp_path: Path) -> None:
+    # Codex, Gemini and Copilot sessions and trajectories (the linear readers claim ids too), each
+    # folder twice: the second copy's turns repeat the first's message keys.
+    data = Path(__file__).parent / "data"
+    source = tmp_path / "src"
+    for twice in ("a", "b"):
+        for kind in ("agents", "trajectories"):
+            shutil.copytree(data / kind, source / twice / kind)
+    one, two = both(source, tmp_path)
+    assert one[0]["states"] > 20 and one[0]["skipped_turns"]["duplicate_message_id"] > 20
     same(one, two, workers=2)

@@ -24,6 +24,7 @@ large sources only (`auto_workers`).
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 import sys
@@ -159,10 +160,20 @@ def read_apart(index: int, path: Path, options: IngestOptions, key: bytes | None
     return FileResult(writer.shard(), stats, redaction)
 
 
+# What a worker imports on its first file (readers are imported where they are needed).
+_READERS = ("ingestion.claude_rollouts", "ingestion.detect", "ingestion.claude_code.agents",
+            "teachers.redact_state", "teachers.secret_rules")
+
+
 def _warm() -> None:
+    """The readers imported and the rules compiled (and the prefilter loaded), before a first file."""
+    import importlib
+
     from teachers.secret_rules import rule_set
 
-    rule_set()  # compiled (and the prefilter loaded) once per worker, before its first file
+    for name in _READERS:
+        importlib.import_module(name)
+    rule_set()
 
 
 # --- in the main process ----------------------------------------------------------------------------
@@ -206,7 +217,11 @@ class Resolver(threading.Thread):
     def _settle(self) -> None:
         while True:
             for end, claims, last in self._waiting.pop(self._next, ()):
-                end.send(self.seen.claim(claims))
+                grants = self.seen.claim(claims)
+                try:
+                    end.send(grants)
+                except OSError:   # its worker is gone: the pool is broken, the run says so
+                    pass
                 if last:
                     self._done.add(self._next)
             if self._next not in self._done:
@@ -217,6 +232,8 @@ class Resolver(threading.Thread):
     def stop(self) -> None:
         self._stop_writing.send(None)
         self.join()
+        self._stop_writing.close()
+        self._stop_reading.close()
 
 
 @dataclass
@@ -237,9 +254,11 @@ def worker_pool(workers: int) -> Iterator[Workers]:
     methods = multiprocessing.get_all_start_methods()
     if sys.platform == "linux" and threading.active_count() == 1:
         context = multiprocessing.get_context("fork")
+        _warm()   # once here, not once per worker: forked workers share what it loaded and compiled
+        gc.freeze()   # and their GC, on between files, leaves it alone (no copy of those pages)
     elif "forkserver" in methods:   # macOS forks badly (its system libraries), Linux with threads
         context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload([__name__])
+        context.set_forkserver_preload([__name__, *_READERS])
     else:   # Windows
         context = multiprocessing.get_context("spawn")
     pipes = [context.Pipe() for _ in range(workers)]
@@ -248,12 +267,13 @@ def worker_pool(workers: int) -> Iterator[Workers]:
     try:
         with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_start_worker,
                                  initargs=(ends, resolver_ends, slots)) as pool:
-            # The first submit starts every process (forked ones at once, in submit); the rules are
-            # compiled in each while this process lists and queues the files.
+            # The first submit starts every process (forked ones at once, in submit); a fork server's
+            # compile the rules while this process lists and queues the files.
             for _ in range(workers):
                 pool.submit(_warm)
             yield Workers(pool, workers, resolver_ends)
     finally:
+        gc.unfreeze()
         for end in ends + resolver_ends:
             end.close()
 
