@@ -179,9 +179,10 @@ def _trace_states(session: Session, trace: Trace, turns: list[Group], skipped: l
     if grant.trace_id != trace.trace_id:
         stats.trace_id_collisions += 1
         trace.trace_id = grant.trace_id
+    system = system_message(trace_environment(opening), tools)   # one object: every state's first message
     for turn in grant.turns:
         stats.states += 1
-        yield _state(session, trace, turn, turns[turn], tools, history, budget, stats, opening)
+        yield _state(session, trace, turn, turns[turn], tools, history, budget, stats, system)
 
 
 def _fork_start(session: Session, trace: Trace) -> int:
@@ -202,23 +203,22 @@ def _tools_at(session: Session, turns: list[Group]) -> list[dict[str, Any]]:
 
 def _state(session: Session, trace: Trace, turn: int, group: Group, tools: list[dict[str, Any]],
            history: HistoryBuilder, budget: Budget, stats: IngestStats,
-           opening: dict[str, Any]) -> TraceState:
+           system: dict[str, str]) -> TraceState:
     first = group.first
     envelope = first.envelope
     metadata: dict[str, Any] = {
         "cwd": envelope.get("cwd"), "git_branch": envelope.get("gitBranch"),
         "timestamp": envelope.get("timestamp"), "version": envelope.get("version"),
-        "file": str(session.path), "line": first.line, "message_id": group.key,
+        "file": session.file or str(session.path), "line": first.line, "message_id": group.key,
         "request_id": group.request_id, "session_id": trace.session_id,
     }
     if trace.sidechain:
         metadata["agent_id"] = trace.agent_id or envelope.get("agentId")
         metadata.update(trace.meta)
     before, chars = history.build(group)  # characters: an upper bound for the budget's estimate
-    system = system_message(trace_environment(opening), tools)
     messages = [system, *before]
-    messages, dropped, over = budget.fit(messages, tools, group.action.to_message(),
-                                         chars=chars + len(system["content"]))
+    action = group.action.to_message() if budget.max_length else None   # counted against max_length only
+    messages, dropped, over = budget.fit(messages, tools, action, chars=chars + len(system["content"]))
     count_fit(stats, budget, dropped, over)
     if dropped:  # the trim point: it moved between two states of a trace iff this count differs
         metadata["dropped_messages"] = dropped
