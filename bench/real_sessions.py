@@ -1,7 +1,7 @@
 """Dry-run speed on real Claude Code sessions, beside a baseline checkout (issue #29).
 
     python -m bench.real_sessions gather --dest ~/cc-corpus [--known] [--repo OWNER/NAME ...]
-                                         [--git-dir PATH ...] [--copy DIR ...]
+                                         [--git-dir PATH ...] [--copy DIR ...] [--mirrors DIR]
     python -m bench.real_sessions measure --corpus ~/cc-corpus [--baseline /tmp/base] [--repeat 3]
                                           [--ccl /tmp/ccl-venv/bin/python]
 
@@ -10,21 +10,25 @@ commit their own `~/.claude` folder publish their sessions; most later delete th
 path in a repository's whole history is taken at its newest version (a deleted file at the version
 before its deletion). `--known` gathers the repositories this benchmark was measured on (KNOWN: 771 MB
 in 2,907 files on 2026-11-25, CLI 1.0.80 to 2.1.111; two thirds from one author). Each `--repo` is
-cloned from GitHub (full history), each `--git-dir` (a bare clone or a mirror on disk) read in place,
-each `--copy` folder (your own `~/.claude/projects`) copied; every file whose first records look like
-Claude Code's (a `sessionId` and a `type` of user/assistant/summary/system) lands under
-DEST/<source>/, keeping its path. Issue #29 asks for at least 200 MB; `gather` prints the total.
+cloned from GitHub (full history) unless `--mirrors` holds it (as OWNER+NAME, a mirror on disk), each
+`--git-dir` (a bare clone or a mirror on disk) read in place, each `--copy` folder (your own
+`~/.claude/projects`) copied; every file whose first records look like Claude Code's (a `sessionId`
+and a `type` of user/assistant/summary/system) lands under DEST/<source>/, keeping its path. Issue #29
+asks for at least 200 MB; `gather` prints the total. `python -m bench.continuing_sessions` arranges such
+a corpus so that a third of its files continue or copy another file's session (issue #39).
 
 `measure` runs `python -m replay.run --source CORPUS --out TMP --dry-run` in this checkout (with
 redaction and the default worker processes; with `--ingest-workers 1`; with `--no-redact`) and in
-`--baseline` (e.g. `git worktree add /tmp/base 964449d`), each `--repeat` times in a fresh process,
-interleaved: median seconds, MB/s over the corpus' bytes, peak RSS of the main process and of its
-largest worker (getrusage), and the size of the output folder, then the ratios. Outputs of this
-checkout and the baseline are compared byte for byte (states.jsonl, traces.jsonl). With `--ccl` (a
-Python that has claude-code-log installed, e.g. `python -m venv /tmp/ccl-venv && /tmp/ccl-venv/bin/pip
-install claude-code-log`), claude-code-log's `load_transcript` over the same files is timed too: the
-peer reader users already run on these files (one process). `--profile` adds a cProfile of one
-single-process redacting run of this checkout.
+`--baseline` (e.g. `git worktree add /tmp/base 6298582`), each `--repeat` times in a fresh process,
+interleaved with claude-code-log when `--ccl` names a Python that has it (`python -m venv /tmp/ccl-venv
+&& /tmp/ccl-venv/bin/pip install claude-code-log`): its `load_transcript` over the very files a dry
+run reads as sessions (subagent transcripts are skipped by both), the peer reader users already run on
+these files (one process; its loop only, not its start). Printed per variant: the worker processes
+it used (report.json `extra.ingest_workers`), median seconds, MB/s over the sessions' bytes, the
+ratios to claude-code-log and to the baseline, peak RSS of the main process and of its largest worker,
+and the size of the output folder; whether every variant's states.jsonl and traces.jsonl are
+byte-identical; the load before and after. `--profile` adds a cProfile of one single-process
+redacting run of this checkout.
 """
 
 from __future__ import annotations
@@ -115,12 +119,26 @@ def _from_folder(folder: Path, dest: Path) -> int:
                for p in sorted(folder.rglob("*.jsonl")))
 
 
+def _mirror(root: Path | None, repo: str) -> Path | None:
+    """`root/<owner>+<name>` (or its `repo/` folder) when it is a git directory holding `repo`."""
+    if root is None:
+        return None
+    for candidate in (root / repo.replace("/", "+") / "repo", root / repo.replace("/", "+")):
+        if (candidate / "HEAD").is_file() or (candidate / ".git").exists():
+            return candidate
+    return None
+
+
 def gather(args: argparse.Namespace) -> int:
     dest = args.dest.expanduser().resolve()
     if dest == ROOT or ROOT in dest.parents:
         raise SystemExit("--dest must be outside the repository (a corpus is never committed)")
     total = 0
     for repo in [*(KNOWN if args.known else ()), *args.repo]:
+        mirror = _mirror(args.mirrors, repo)
+        if mirror is not None:   # a copy on disk: no network needed
+            total += _from_git_dir(mirror, dest / repo.replace("/", "+"))
+            continue
         with tempfile.TemporaryDirectory() as tmp:
             subprocess.run(["git", "clone", "-q", "--bare", f"https://github.com/{repo}", tmp], check=True)
             total += _from_git_dir(Path(tmp), dest / repo.replace("/", "+"))
@@ -144,6 +162,7 @@ class Run:
     worker_rss: int    # peak RSS of its largest worker process (0: none)
     output: int        # bytes under OUT
     digest: str        # of states.jsonl + traces.jsonl
+    workers: int       # processes that read the source (report.json extra.ingest_workers)
 
 
 def _dry_run(tree: Path, corpus: Path, extra: list[str]) -> Run:
@@ -174,64 +193,89 @@ def _dry_run(tree: Path, corpus: Path, extra: list[str]) -> Run:
         with open(out / "o" / name, "rb") as handle:   # in pieces: this process forks the next run
             for piece in iter(lambda: handle.read(1 << 20), b""):
                 digest.update(piece)
-    run = Run(seconds, rss * 1024, children * 1024, _size(out / "o"), digest.hexdigest())
+    workers = json.loads((out / "o" / "report.json").read_text())["extra"].get("ingest_workers", 1)
+    run = Run(seconds, rss * 1024, children * 1024, _size(out / "o"), digest.hexdigest(), workers)
     shutil.rmtree(out, ignore_errors=True)
     return run
 
 
-def _ccl(python: str, corpus: Path, repeat: int) -> float:
+def session_files(corpus: Path) -> list[Path]:
+    """The files a default dry run reads as sessions, in its order: every session file under `corpus`
+    but subagent transcripts (skipped unless --include-subagents). claude-code-log reads these."""
+    from ingestion.claude_code.agents import is_subagent_file
+    from ingestion.sources import find_files
+
+    return [p for p in find_files(corpus) if not is_subagent_file(p)]
+
+
+def _ccl(python: str, listing: Path) -> float:
+    """claude-code-log's `load_transcript` over the files listed in `listing`, in one fresh process."""
     code = ("import sys, time, pathlib\nfrom claude_code_log.converter import load_transcript\n"
-            "files = sorted(pathlib.Path(sys.argv[1]).rglob('*.jsonl'))\nt = time.perf_counter()\n"
+            "files = [pathlib.Path(f) for f in open(sys.argv[1]).read().splitlines()]\n"
+            "t = time.perf_counter()\n"
             "for f in files:\n    load_transcript(f, silent=True)\nprint(time.perf_counter() - t)")
-    times = []
-    for _ in range(repeat):
-        done = subprocess.run([python, "-c", code, str(corpus)], capture_output=True, text=True)
-        if done.returncode != 0:
-            raise SystemExit(f"claude-code-log failed: {done.stderr[-1500:]}")
-        times.append(float(done.stdout.split()[-1]))
-    return statistics.median(times)
+    done = subprocess.run([python, "-c", code, str(listing)], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"claude-code-log failed: {done.stderr[-1500:]}")
+    return float(done.stdout.split()[-1])
 
 
 MODES = (("redact", []), ("1 process", ["--ingest-workers", "1"]), ("no-redact", ["--no-redact"]))
 
 
+def _load() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def _modes(tree: Path) -> list[tuple[str, list[str]]]:
+    """MODES, less `1 process` for a tree older than --ingest-workers (it has one process only)."""
+    flags = (tree / "replay" / "run.py").read_text()
+    return [(m, e) for m, e in MODES if m != "1 process" or "--ingest-workers" in flags]
+
+
 def measure(args: argparse.Namespace) -> int:
     corpus = args.corpus.expanduser().resolve()
-    files = list(corpus.rglob("*.jsonl"))
+    files = session_files(corpus)
     size = sum(p.stat().st_size for p in files)
+    every = sum(p.stat().st_size for p in corpus.rglob("*.jsonl"))
     trees = [("this", ROOT)] + ([("baseline", args.baseline.resolve())] if args.baseline else [])
-    print(f"corpus: {size / 1e6:.1f} MB in {len(files)} files; {os.cpu_count()} cores; load: "
-          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}; median of {args.repeat}")
+    print(f"corpus: {size / 1e6:.1f} MB of sessions in {len(files)} files ({every / 1e6:.1f} MB with "
+          f"subagent transcripts, which a dry run skips); {os.cpu_count()} cores; load at start: {_load()}; "
+          f"median of {args.repeat}, interleaved")
     rows: dict[tuple[str, str], list[Run]] = {}
-    for _ in range(args.repeat):  # interleaved, so a busy spell weighs on every variant alike
-        for name, tree in trees:
-            for mode, extra in MODES:
-                if name == "baseline" and mode == "1 process":
-                    continue   # the baseline has one process only (and no --ingest-workers)
-                rows.setdefault((name, mode), []).append(_dry_run(tree, corpus, extra))
-    seconds = {}
+    ccl: list[float] = []
+    with tempfile.NamedTemporaryFile("w", suffix=".txt") as listing:
+        listing.write("".join(f"{p}\n" for p in files))
+        listing.flush()
+        for _ in range(args.repeat):  # interleaved, so a busy spell weighs on every variant alike
+            for name, tree in trees:
+                for mode, extra in _modes(tree):
+                    rows.setdefault((name, mode), []).append(_dry_run(tree, corpus, extra))
+            if args.ccl:
+                ccl.append(_ccl(args.ccl, Path(listing.name)))
+    seconds = {key: statistics.median(r.seconds for r in runs) for key, runs in rows.items()}
+    peer = statistics.median(ccl) if ccl else None
+    if peer is not None:
+        print(f"  claude-code-log load_transcript  {peer:6.2f} s {size / 1e6 / peer:6.1f} MB/s  "
+              f"(one process, its loop only)")
     for (name, mode), runs in rows.items():
-        seconds[(name, mode)] = statistics.median(r.seconds for r in runs)
+        taken = seconds[(name, mode)]
         rss, workers, out = max(r.rss for r in runs), max(r.worker_rss for r in runs), runs[0].output
-        print(f"  {name:8} {mode:9}  {seconds[(name, mode)]:7.2f} s  "
-              f"{size / 1e6 / seconds[(name, mode)]:7.1f} MB/s  peak RSS {rss / 1e6:5.0f} MB"
-              f"{f' (+ {workers / 1e6:.0f} MB per worker)' if workers else '':24}  output "
-              f"{out / 1e6:7.1f} MB ({out / size:.2f}x input)")
-    if args.baseline:
-        for mode in ("redact", "no-redact"):
-            print(f"  speed-up {mode}: {seconds[('baseline', mode)] / seconds[('this', mode)]:.2f}x")
-        print(f"  speed-up redact, one process: "
-              f"{seconds[('baseline', 'redact')] / seconds[('this', '1 process')]:.2f}x")
-        for mode in ("redact", "no-redact"):
-            same = {r.digest for r in rows[("this", mode)] + rows[("baseline", mode)]}
-            print(f"  outputs {mode}: {'byte-identical' if len(same) == 1 else 'DIFFER'} to the baseline's")
-    print(f"  redaction's share of this checkout's dry run (one process): "
-          f"{1 - seconds[('this', 'no-redact')] / seconds[('this', '1 process')]:.0%}")
-    if args.ccl:
-        ccl = _ccl(args.ccl, corpus, args.repeat)
-        print(f"  claude-code-log load_transcript: {ccl:7.2f} s  {size / 1e6 / ccl:7.1f} MB/s (one process); "
-              f"this dry run with redaction is {ccl / seconds[('this', 'redact')]:.2f}x its speed "
-              f"({ccl / seconds[('this', '1 process')]:.2f}x in one process)")
+        used = sorted({r.workers for r in runs})
+        ratios = f"{peer / taken:5.2f}x claude-code-log" if peer is not None else ""
+        if (args.baseline and name == "this" and ("baseline", mode) in seconds):
+            ratios += f"  {seconds[('baseline', mode)] / taken:5.2f}x baseline"
+        print(f"  {name:8} {mode:9} {'/'.join(map(str, used))} worker{'s' if used != [1] else ' '}  "
+              f"{taken:6.2f} s {size / 1e6 / taken:6.1f} MB/s  {ratios}  peak RSS {rss / 1e6:4.0f} MB"
+              f"{f' main, {workers / 1e6:.0f} MB largest worker' if workers else ''}  output "
+              f"{out / 1e6:6.1f} MB ({out / size:.2f}x)")
+    for mode, group in (("redact", ("redact", "1 process")), ("no-redact", ("no-redact",))):
+        same = {r.digest for (name, m), runs in rows.items() if m in group for r in runs}
+        print(f"  outputs with {mode}: {'byte-identical' if len(same) == 1 else 'DIFFER'} across "
+              f"{', '.join(f'{n} {m}' for n, m in rows if m in group)}")
+    share = 1 - seconds[("this", "no-redact")] / seconds[("this", "1 process")]
+    print(f"  redaction's share of this checkout's dry run (one process): {share:.0%}")
+    print(f"  load at end: {_load()}")
     if args.profile:
         _profile(corpus)
     return 0
@@ -259,6 +303,8 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--repo", action="append", default=[], help="OWNER/NAME of a public GitHub repo")
     g.add_argument("--git-dir", type=Path, action="append", default=[], help="a bare clone on disk")
     g.add_argument("--copy", type=Path, action="append", default=[], help="a folder of sessions")
+    g.add_argument("--mirrors", type=Path, help="a folder of git mirrors named OWNER+NAME[/repo]: "
+                                                 "repositories found there are read without a clone")
     m = sub.add_parser("measure", help="dry-run speed, RSS and output size, beside a baseline")
     m.add_argument("--corpus", type=Path, required=True)
     m.add_argument("--baseline", type=Path, help="a checkout to compare with (git worktree add ...)")

@@ -13,64 +13,68 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import NamedTuple
 
 from ingestion.schema import make_state_id
 
 SEPARATOR = "~"
 
 
+class Claim(NamedTuple):
+    """One trace's turns, asked of the run's `Seen` before any of its states is built."""
+
+    source: str
+    trace_id: str
+    turns: list[tuple[int, str]]   # (turn number, message key), in order
+
+
+class Grant(NamedTuple):
+    """What a claimed trace gives: its id (distinct if an earlier file took its state ids) and the
+    turns to build, in order (the others repeat a message an earlier trace gave)."""
+
+    trace_id: str
+    turns: list[int]
+
+
 @dataclass
 class Seen:
-    """What earlier files of a run gave: message ids (a resumed session copies its history: those
-    turns give no second state) and state ids (a slot taken by other content)."""
+    """What earlier traces of a run gave: message ids (a resumed session copies its history: those
+    turns give no second state) and state ids (a slot taken by other content).
+
+    Readers ask it through `claim` only, once per trace or once for all traces of a file, before they
+    build a state: then the answers can come from another process, which settles the ids of every
+    file in file order (replay/ingest/parallel.py) while the files are read at once."""
 
     messages: set[str] = field(default_factory=set)
     states: set[str] = field(default_factory=set)
 
-    @classmethod
-    def tracking(cls) -> Seen:
-        """A Seen for one file read apart from the others (replay/ingest/parallel.py): it remembers
-        every id asked about, so the reading can be checked against what earlier files gave."""
-        return cls(_Asked(), _Asked())
+    def claim(self, claims: list[Claim], last: bool = False) -> list[Grant]:
+        """Settle `claims` in order (later ones see what earlier ones took). A turn whose message an
+        earlier trace gave gives no state, nor does a second turn with the same key; the trace takes a
+        distinct id when a state id of its new turns is taken. `last`: the file claims nothing more
+        (lets another process settle the next file's sooner).
 
-    def disjoint(self, other: Seen) -> bool:
-        """Whether no id `other` (a tracking Seen) asked about is one of ours: then reading its file
-        after ours gives what it gave alone.
-
-        >>> alone = Seen.tracking(); "m1" in alone.messages
-        False
-        >>> Seen(messages={"m2"}).disjoint(alone), Seen(messages={"m1"}).disjoint(alone)
-        (True, False)
+        >>> seen = Seen()
+        >>> seen.claim([Claim("cc", "s1", [(0, "m1"), (1, "m2")])])
+        [Grant(trace_id='s1', turns=[0, 1])]
+        >>> seen.claim([Claim("cc", "s2", [(0, "m1"), (1, "m3")]), Claim("cc", "s1", [(0, "m9")])])
+        [Grant(trace_id='s2', turns=[1]), Grant(trace_id='s1~60018f21', turns=[0])]
         """
-        return (self.messages.isdisjoint(getattr(other.messages, "asked", other.messages))
-                and self.states.isdisjoint(getattr(other.states, "asked", other.states)))
+        return [self._claim(claim) for claim in claims]
 
-    def update(self, other: Seen) -> None:
-        self.messages.update(other.messages)
-        self.states.update(other.states)
-
-
-class _Asked(set):
-    """A set that remembers every element asked about (`in`)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.asked: set[Any] = set()
-
-    def __contains__(self, item: object) -> bool:
-        self.asked.add(item)
-        return set.__contains__(self, item)
-
-    def __reduce__(self) -> Any:  # pickled with what was asked: the worker's reading goes to the main
-        return _rebuild_asked, (set(self), self.asked)
-
-
-def _rebuild_asked(items: set[Any], asked: set[Any]) -> _Asked:
-    out = _Asked()
-    out.update(items)
-    out.asked = asked
-    return out
+    def _claim(self, claim: Claim) -> Grant:
+        messages, states = self.messages, self.states
+        new = [(turn, key) for turn, key in claim.turns if key not in messages]
+        if not new:
+            return Grant(claim.trace_id, [])
+        trace_id = distinct_trace_id(claim.source, claim.trace_id, new, states)
+        states.update(make_state_id(claim.source, trace_id, turn) for turn, _key in new)
+        turns = []
+        for turn, key in new:
+            if key not in messages:   # the first of two turns sharing a key gives the state
+                messages.add(key)
+                turns.append(turn)
+        return Grant(trace_id, turns)
 
 
 def distinct_trace_id(source: str, trace_id: str, turns: Iterable[tuple[int, str]],

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ingestion.budget import Budget, count_fit, cut_message, message_chars
-from ingestion.ids import Seen, distinct_trace_id
+from ingestion.ids import Claim, Seen
 from ingestion.messages import join_users, strip_blank_lines
 from ingestion.options import IngestOptions
 from ingestion.outcome import call_outcome, is_failed, turn_outcome
@@ -148,13 +148,12 @@ def conversation_states(conversation: Conversation, tools: list[dict[str, Any]],
         stats.skipped_traces["no_turns"] += 1
         return
     stats.traces += 1
-    new = [(n, turn.key) for n, turn in enumerate(turns) if turn.key not in seen.messages]
-    if new:
-        trace_id = distinct_trace_id(conversation.source, conversation.trace_id, new, seen.states)
-        if trace_id != conversation.trace_id:
-            stats.trace_id_collisions += 1
-            conversation.trace_id = trace_id
-        seen.states.update(make_state_id(conversation.source, trace_id, n) for n, _ in new)
+    grant = seen.claim([Claim(conversation.source, conversation.trace_id,
+                              [(n, turn.key) for n, turn in enumerate(turns)])])[0]
+    if grant.trace_id != conversation.trace_id:
+        stats.trace_id_collisions += 1
+        conversation.trace_id = grant.trace_id
+    built = set(grant.turns)
     outcomes = _outcomes(conversation)
     ids = [make_state_id(conversation.source, conversation.trace_id, n) for n in range(len(turns))]
     system = system_message(conversation.environment, tools)
@@ -170,10 +169,9 @@ def conversation_states(conversation: Conversation, tools: list[dict[str, Any]],
             continue
         history.settle()
         turn, outcome, number = number, outcomes[number], number + 1
-        if item.key in seen.messages:
+        if turn not in built:
             stats.skipped_turns["duplicate_message_id"] += 1
         else:
-            seen.messages.add(item.key)
             stats.states += 1
             yield _state(conversation, item, turn, ids, outcome, [system, *history.messages], tools,
                          budget, stats, history.chars + len(system["content"]))

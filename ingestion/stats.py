@@ -31,7 +31,9 @@ class IngestStats:
 
     def count_format(self, name: str, files: int = 0, states: int = 0) -> None:
         """One more file (or states) read as format `name` (report.json `formats`)."""
-        counts = self.formats.setdefault(name, Counter(files=0, states=0))
+        counts = self.formats.get(name)
+        if counts is None:   # not setdefault: its default would be built on every call (per state)
+            counts = self.formats[name] = Counter(files=0, states=0)
         counts["files"] += files
         counts["states"] += states
 

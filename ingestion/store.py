@@ -19,17 +19,15 @@ trace are shared between its states: treat them as read-only.
 from __future__ import annotations
 
 import hashlib
-import io
 import os
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 import orjson
 
-from ingestion.schema import Action, ReplayError, TraceState
+from ingestion.schema import Action, ReplayError, ToolCall, TraceState
 
 STATES_FILE = "states.jsonl"
 TRACES_FILE = "traces.jsonl"
@@ -98,11 +96,35 @@ class _Table:
             found = self.by_digest[digest] = len(self.by_digest)
             if transform is not None:   # pure, so once per distinct value is enough
                 raw = orjson.dumps(transform(value))
-            out.write(b'{"segment":' + segment + b',"' + self.kind + b'":' + str(found).encode()
-                      + b',"value":' + raw + b"}\n")
+            out.write(b'{"segment":%b,"%b":%d,"value":' % (segment, self.kind, found))
+            out.write(raw)   # not joined: a message can be megabytes
+            out.write(b"}\n")
         self.by_id[id(value)] = found
         self.keep.append(value)
         return found
+
+
+# orjson refuses what pydantic's JSON mode would convert its own way (dates, dataclasses, subclasses of
+# str/int/dict/list); every plain JSON value (and tuples, enums, UUIDs) comes out as pydantic's does.
+_PLAIN = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_SUBCLASS
+
+
+def _plain_row(state: TraceState) -> dict[str, Any] | None:
+    """`state.model_dump(mode="json", exclude={"messages", "tools"})` without pydantic's walk (a tenth
+    of writing a state on real sessions, issue #39), or None for an action that is not plain Action
+    and ToolCall objects. Values are left as they are: orjson writes them (_PLAIN)."""
+    action = state.student_action
+    if type(action) is not Action:
+        return None
+    calls = []
+    for call in action.tool_calls:
+        if type(call) is not ToolCall:
+            return None
+        calls.append({"id": call.id, "name": call.name, "arguments": call.arguments})
+    return {"state_id": state.state_id, "trace_id": state.trace_id, "turn": state.turn,
+            "source": state.source, "student_action": {"content": action.content, "tool_calls": calls,
+                                                       "thinking": action.thinking},
+            "student_model": state.student_model, "metadata": state.metadata}
 
 
 class _Writer:
@@ -124,9 +146,16 @@ class _Writer:
         if self._trace != (state.trace_id, state.source):
             self._open_segment(state, traces_out)
         tools = self._tools.index(state.tools, str(self._segment).encode(), traces_out)
-        row = state.model_dump(mode="json", exclude={"messages", "tools"})
-        row.update(segment=self._segment, messages=self._ranges(state.messages, traces_out), tools=tools)
-        states_out.write(orjson.dumps(row) + b"\n")
+        ranges = self._ranges(state.messages, traces_out)
+        tail = {"segment": self._segment, "messages": ranges, "tools": tools}
+        row = _plain_row(state)
+        try:
+            line = orjson.dumps({**row, **tail}, option=_PLAIN) if row is not None else None
+        except TypeError:   # a value JSON has no plain form for: pydantic's, as before
+            line = None
+        if line is None:
+            line = orjson.dumps({**state.model_dump(mode="json", exclude={"messages", "tools"}), **tail})
+        states_out.write(line + b"\n")
         self.states += 1
 
     def _ranges(self, messages: list[Message], out: IO[bytes]) -> list[list[int]]:
@@ -175,46 +204,6 @@ class _Writer:
                                 "source": state.source}) + b"\n")
 
 
-@dataclass
-class Shard:
-    """The rows of some states written apart (a worker's file), segments numbered from 0: appended to
-    a StateWriter, they are renumbered after its own (`StateWriter.write_shard`)."""
-
-    states: bytes
-    traces: bytes
-    segments: int
-    count: int
-
-
-class ShardWriter(_Writer):
-    """A writer into memory, for states that another process appends (replay/ingest/parallel.py)."""
-
-    def __init__(self) -> None:
-        super().__init__([io.BytesIO(), io.BytesIO()])
-
-    def shard(self) -> Shard:
-        states_out, traces_out = self._out
-        return Shard(states_out.getvalue(), traces_out.getvalue(), self._segment + 1, self.states)
-
-
-_SEGMENT_KEY = b',"segment":'
-
-
-def _renumbered(lines: bytes, base: int, in_row: bool) -> bytes:
-    """`lines` with every segment number raised by `base`: a trace line starts with it; a state row
-    holds it after the state's own fields, and only `messages` (ranges) and `tools` (a number) follow,
-    so its last occurrence is the one."""
-    if not base:
-        return lines
-    out = []
-    for line in lines.split(b"\n")[:-1]:
-        start = line.rfind(_SEGMENT_KEY) + len(_SEGMENT_KEY) if in_row else len(b'{"segment":')
-        end = line.index(b",", start)
-        out.append(line[:start] + str(int(line[start:end]) + base).encode() + line[end:])
-    out.append(b"")
-    return b"\n".join(out)
-
-
 class StateWriter(_Writer):
     """Write states to `folder/states.jsonl` + `folder/traces.jsonl`, each replaced atomically on close.
 
@@ -227,17 +216,6 @@ class StateWriter(_Writer):
         self._targets = (folder / STATES_FILE, folder / TRACES_FILE)
         self._temps = tuple(p.with_name(f".{p.name}.{uuid.uuid4().hex}.tmp") for p in self._targets)
         super().__init__([open(p, "wb", buffering=_BUFFER) for p in self._temps], transform)
-
-    def write_shard(self, shard: Shard) -> None:
-        """Append states written apart, as if written here one by one. Their first trace must not be
-        the one this writer's last state belongs to (it would be one segment here, two there)."""
-        states_out, traces_out = self._out
-        base = self._segment + 1
-        traces_out.write(_renumbered(shard.traces, base, in_row=False))
-        states_out.write(_renumbered(shard.states, base, in_row=True))
-        self._segment += shard.segments
-        self.states += shard.count
-        self._trace = None   # the next state opens a segment (and fresh tables), as after any other trace
 
     def close(self) -> None:
         """Flush and move both files into place (traces first: a state never points at nothing)."""

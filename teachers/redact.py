@@ -25,6 +25,7 @@ import hmac
 import json
 import re
 from collections import Counter
+from collections.abc import Iterator
 from functools import lru_cache
 from typing import Any
 
@@ -49,13 +50,28 @@ _SIMPLE = {"n": "\n", "r": "\r", "t": "\t", '"': '"', "\\": "\\", "/": "/", "'":
 _URL_SAFE = bytes.maketrans(b"-_", b"+/")
 
 
-@lru_cache(maxsize=1)
-def _base64_bytes() -> Any:
-    """Base64 runs in UTF-8 bytes, found by RE2 (imported on first use: importing `teachers` stays
-    cheap). The characters are ASCII, so a run in the bytes is the run in the text."""
-    import re2
+_BASE64 = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_-"
+_RUN_CHARS = bytes(0x61 if i in _BASE64 else 0x20 for i in range(256))   # a run's bytes -> "a"
+_RUN = b"a" * 24
 
-    return re2.compile(rb"[A-Za-z0-9+/_-]{24,}={0,2}")
+
+def _base64_runs(data: bytes) -> Iterator[tuple[int, int]]:
+    """The spans `[A-Za-z0-9+/_-]{24,}={0,2}` matches in `data`, left to right: each run of at least 24
+    base64 characters with up to two `=` after it. Found by C string searches over a copy of `data`
+    whose base64 characters are all `a` (twice as fast as a regex on real sessions, issue #39). The
+    characters are ASCII, so a run in the UTF-8 bytes is the run in the text.
+
+    >>> list(_base64_runs(b"x " + b"QUJD" * 6 + b"== " + b"z/" * 11 + b"z"))
+    [(2, 28)]
+    """
+    runs = data.translate(_RUN_CHARS)
+    start = runs.find(_RUN)
+    while start >= 0:
+        end = runs.find(b" ", start + 24)
+        end = len(data) if end < 0 else end
+        end += (data[end:end + 1] == b"=") + (data[end:end + 2] == b"==")
+        yield start, end
+        start = runs.find(_RUN, end)
 
 _WRAP = re.compile(r"(?:\\?\r?\n|\\n)(?:[ \t]*\d+(?:\t|→))?[ \t]*([A-Za-z0-9_+/-]{6,}={0,2})"
                    r"(?=$|[\s\"'`]|\\n)")
@@ -199,8 +215,7 @@ def _find(text: str, depth: int) -> list[Span]:
     # Base64 characters are ASCII, so a run in the UTF-8 bytes is the run in the text; byte offsets
     # become character offsets only for a run that hides a secret. Spans and slices, not the RE2
     # wrapper's groups: real sessions hold a hundred thousand runs (paths, ids).
-    for match in _base64_bytes().finditer(data):
-        start, end = match.span()
+    for start, end in _base64_runs(data):
         inner = _decoded_base64(data[start:end])
         hits = _find(inner, depth - 1) if inner else []
         if hits:

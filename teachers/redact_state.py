@@ -61,6 +61,12 @@ class StateRedactor:
         self._seen: set[tuple[str, str]] = set()
         self._memo: dict[int, tuple[Any, Any, list[tuple[str, str]]]] = {}
         self._last: tuple[list[Any], list[Any], list[tuple[str, str]]] = ([], [], [])
+        self._last_tools: tuple[list[Any] | None, list[Any], list[tuple[str, str]]] = (None, [], [])
+
+    @property
+    def hits(self) -> set[tuple[str, str]]:
+        """The distinct secrets (rule, digest) found so far in the current trace, each counted once."""
+        return self._seen
 
     def _shared(self, value: Any) -> tuple[Any, list[tuple[str, str]]]:
         # Keyed by identity within one trace (the object is kept alive in the memo, so its id is not
@@ -89,15 +95,26 @@ class StateRedactor:
         self._last = (originals, messages, found)
         return messages, found
 
+    def _tools(self, originals: list[Any]) -> tuple[list[Any], list[tuple[str, str]]]:
+        # A trace's states share one tool list: so do their redacted states (the writer then stores
+        # it once by identity, without serialising tens of kB of schemas again for every state).
+        previous, redacted, found = self._last_tools
+        if originals is not previous:
+            redacted, found = [], []
+            for tool in originals:
+                out, hits = self._shared(tool)
+                redacted.append(out)
+                found += hits
+            self._last_tools = (originals, redacted, found)
+        return redacted, list(found)
+
     def __call__(self, state: TraceState) -> TraceState:
         if state.trace_id != self._trace:
             self._trace, self._memo, self._seen, self._last = state.trace_id, {}, set(), ([], [], [])
+            self._last_tools = (None, [], [])
         messages, found = self._messages(state.messages)
-        tools = []
-        for tool in state.tools:
-            redacted, hits = self._shared(tool)
-            tools.append(redacted)
-            found += hits
+        tools, hits = self._tools(state.tools)
+        found += hits
         action, hits = redact_action(state.student_action, self.key)
         found += hits
         scanned, hits = redact_value({k: v for k, v in state.metadata.items() if k not in METADATA_IDS},

@@ -30,7 +30,7 @@ from ingestion.claude_code.history import HistoryBuilder, MessageCache
 from ingestion.claude_code.outcome import SessionOutcomes
 from ingestion.claude_code.session import Group, Node, Session, load_session
 from ingestion.claude_code.tools import recorded_tools, trace_tools
-from ingestion.ids import Seen, distinct_trace_id
+from ingestion.ids import Claim, Grant, Seen
 from ingestion.options import IngestOptions
 from ingestion.prompt import system_message, trace_environment
 from ingestion.schema import TraceState, make_state_id
@@ -71,15 +71,17 @@ def session_states(path: Path, options: IngestOptions, stats: IngestStats,
     history = HistoryBuilder(session, MessageCache(session, options.message_limit(), stats), stats)
     budget = Budget(options)
     outcomes = SessionOutcomes(session)
-    for trace in _traces(session, path, subagent_file, meta):
-        if trace.sidechain and not options.include_subagents:
-            stats.skipped_traces["subagent"] += 1
-            continue
-        if _is_warmup(session, trace):
-            stats.skipped_traces["warmup"] += 1
+    traces = _traces(session, path, subagent_file, meta)
+    plans = [(trace, *_plan(session, trace, options)) for trace in traces]
+    # Every trace of the file asks for its ids at once, before any state is built (ids.Seen.claim).
+    grants = iter(seen.claim([Claim(SOURCE, trace.trace_id, [(n, g.key) for n, g in enumerate(turns)])
+                              for trace, skip, turns, _ in plans if skip is None], last=True))
+    for trace, skip, turns, skipped in plans:
+        if skip is not None:
+            stats.skipped_traces[skip] += 1
             continue
         stats.traces += 1
-        for state in _trace_states(session, trace, history, budget, stats, seen):
+        for state in _trace_states(session, trace, turns, skipped, next(grants), history, budget, stats):
             state.metadata["outcome"] = outcomes.of(session.groups[state.metadata["message_id"]])
             yield state
 
@@ -134,38 +136,53 @@ def _is_warmup(session: Session, trace: Trace) -> bool:
     return bool(prompts) and prompts[0].content.strip() == "Warmup"
 
 
-def _trace_states(session: Session, trace: Trace, history: HistoryBuilder, budget: Budget,
-                  stats: IngestStats, seen: Seen) -> Iterator[TraceState]:
+def _plan(session: Session, trace: Trace,
+          options: IngestOptions) -> tuple[str | None, list[Group], list[str]]:
+    """Why a trace gives no state at all (`skipped_traces`), or None and its turns (`_turns`)."""
+    if trace.sidechain and not options.include_subagents:
+        return "subagent", [], []
+    if _is_warmup(session, trace):
+        return "warmup", [], []
+    return None, *_turns(session, trace)
+
+
+def _turns(session: Session, trace: Trace) -> tuple[list[Group], list[str]]:
+    """The trace's turns (numbered from 0 in this order), and why each other response is none."""
     turns: list[Group] = []
+    skipped: list[str] = []
     fork_start = _fork_start(session, trace)
     for group in trace.groups:
         if group.synthetic:
-            stats.skipped_turns["api_error"] += 1
+            skipped.append("api_error")
         elif not is_turn(group.action):
-            stats.skipped_turns["no_text_or_tool_use"] += 1
+            skipped.append("no_text_or_tool_use")
         elif group.first.seq < fork_start:
-            stats.skipped_turns["fork_inherited"] += 1   # the parent's turn, copied into the fork
+            skipped.append("fork_inherited")   # the parent's turn, copied into the fork
         else:
             turns.append(group)
+    return turns, skipped
+
+
+def _trace_states(session: Session, trace: Trace, turns: list[Group], skipped: list[str], grant: Grant,
+                  history: HistoryBuilder, budget: Budget, stats: IngestStats) -> Iterator[TraceState]:
+    for reason in skipped:
+        stats.skipped_turns[reason] += 1
     tools = _tools_at(session, turns)
     # The system prompt is the trace's, from its first turn: a date (or branch) that moved mid-session
     # would change the first message of every later request, and providers cache prompts by prefix.
     opening = turns[0].first.envelope if turns else {}
     # Numbered before dedup so a state keeps its id whichever files a run reads.
-    new = [(turn, group) for turn, group in enumerate(turns) if group.key not in seen.messages]
-    if len(new) < len(turns):
-        stats.skipped_turns["duplicate_message_id"] += len(turns) - len(new)
-    if not new:
+    if len(grant.turns) < len(turns):
+        stats.skipped_turns["duplicate_message_id"] += len(turns) - len(grant.turns)
+    if not grant.turns:
         return
-    trace_id = distinct_trace_id(SOURCE, trace.trace_id, [(t, g.key) for t, g in new], seen.states)
-    if trace_id != trace.trace_id:
+    if grant.trace_id != trace.trace_id:
         stats.trace_id_collisions += 1
-        trace.trace_id = trace_id
-    for turn, group in new:
-        seen.messages.add(group.key)
-        seen.states.add(make_state_id(SOURCE, trace_id, turn))
+        trace.trace_id = grant.trace_id
+    system = system_message(trace_environment(opening), tools)   # one object: every state's first message
+    for turn in grant.turns:
         stats.states += 1
-        yield _state(session, trace, turn, group, tools, history, budget, stats, opening)
+        yield _state(session, trace, turn, turns[turn], tools, history, budget, stats, system)
 
 
 def _fork_start(session: Session, trace: Trace) -> int:
@@ -186,23 +203,22 @@ def _tools_at(session: Session, turns: list[Group]) -> list[dict[str, Any]]:
 
 def _state(session: Session, trace: Trace, turn: int, group: Group, tools: list[dict[str, Any]],
            history: HistoryBuilder, budget: Budget, stats: IngestStats,
-           opening: dict[str, Any]) -> TraceState:
+           system: dict[str, str]) -> TraceState:
     first = group.first
     envelope = first.envelope
     metadata: dict[str, Any] = {
         "cwd": envelope.get("cwd"), "git_branch": envelope.get("gitBranch"),
         "timestamp": envelope.get("timestamp"), "version": envelope.get("version"),
-        "file": str(session.path), "line": first.line, "message_id": group.key,
+        "file": session.file or str(session.path), "line": first.line, "message_id": group.key,
         "request_id": group.request_id, "session_id": trace.session_id,
     }
     if trace.sidechain:
         metadata["agent_id"] = trace.agent_id or envelope.get("agentId")
         metadata.update(trace.meta)
     before, chars = history.build(group)  # characters: an upper bound for the budget's estimate
-    system = system_message(trace_environment(opening), tools)
     messages = [system, *before]
-    messages, dropped, over = budget.fit(messages, tools, group.action.to_message(),
-                                         chars=chars + len(system["content"]))
+    action = group.action.to_message() if budget.max_length else None   # counted against max_length only
+    messages, dropped, over = budget.fit(messages, tools, action, chars=chars + len(system["content"]))
     count_fit(stats, budget, dropped, over)
     if dropped:  # the trim point: it moved between two states of a trace iff this count differs
         metadata["dropped_messages"] = dropped

@@ -66,6 +66,7 @@ class Group:
 class Session:
     path: Path
     session_id: str | None = None      # the first sessionId the file's records carry
+    file: str = ""                     # str(path), made once: every state's metadata names it
     nodes: dict[str, Node] = field(default_factory=dict)
     groups: dict[str, Group] = field(default_factory=dict)
     results: dict[str, tuple[int, str]] = field(default_factory=dict)  # tool_use_id -> (seq, uuid)
@@ -80,8 +81,8 @@ STOP_EVENTS = ("Stop", "SubagentStop")
 
 def load_session(path: Path, stats: IngestStats) -> Session:
     """Read and index one session file, counting every record type and bad line."""
-    session = Session(path)
     name = str(path)
+    session = Session(path, file=name)
     for seq, (line, record) in enumerate(iter_records(path, stats)):
         kind = record.get("type")
         kind = kind if isinstance(kind, str) else "<missing>"

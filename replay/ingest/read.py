@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 
 from ingestion.options import IngestOptions
+from ingestion.shards import MergingWriter
 from ingestion.sources import find_files, iter_states
 from ingestion.stats import IngestStats
-from ingestion.store import StateWriter
 from replay.progress import progress_bar
 from replay.rundir.report import Report
 
@@ -25,19 +25,13 @@ def ingest_to_file(source: Path, out: Path, options: IngestOptions, console: Con
     redacted by `redactor` (the one redaction pass: teachers, outputs and the card all see these
     states); return the report so far. Large sources are read by worker processes
     (replay/ingest/parallel.py), with the same result."""
-    from replay.ingest.parallel import Sequential, auto_workers
+    from replay.ingest.parallel import auto_workers
 
     console = console or Console(stderr=True)
     stats = IngestStats()
     files = find_files(source, stats)
     workers = 1 if options.max_states is not None else auto_workers(files, options.workers)
-    try:
-        _ingest(source, files, out, options, console, stats, redactor, workers)
-    except Sequential:   # a trace goes on across files: one process keeps it whole
-        redactor = type(redactor)(redactor.key) if redactor is not None else None
-        workers = 1
-        stats = IngestStats()
-        _ingest(source, find_files(source, stats), out, options, console, stats, redactor, workers)
+    _ingest(source, files, out, options, console, stats, redactor, workers)
     report = Report()
     report.add_ingest(stats)
     report.extra["ingest_workers"] = workers
@@ -56,13 +50,13 @@ def _ingest(source: Path, files: list[Path], out: Path, options: IngestOptions, 
         # The workers start before the progress bar's thread does (replay.ingest.parallel.worker_pool).
         pool = stack.enter_context(worker_pool(workers)) if workers > 1 else None
         bar, task = stack.enter_context(progress_bar(len(files), "ingesting", console))
-        writer = stack.enter_context(StateWriter(out))
+        writer = stack.enter_context(MergingWriter(out))
 
         def done(_path: Path) -> None:
             bar.update(task, advance=1, info=f"{stats.states} states")
 
         if pool is not None:
-            for shard in parallel_shards(pool, workers, files, options, stats, redactor, on_file=done):
+            for shard in parallel_shards(pool, files, options, stats, redactor, on_file=done):
                 writer.write_shard(shard)
         else:
             for state in iter_states(source, options, stats, files=files, on_file=done):
