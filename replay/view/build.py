@@ -23,7 +23,7 @@ from replay.rundir.files import replace_dir
 from replay.view.context import TraceItems
 from replay.view.index import Index
 from replay.view.load import RunOutputs, ViewError, iter_verdicts, load_run
-from replay.view.pages import FRONTIER, RunInfo, overview_page, state_record
+from replay.view.pages import EVAL_PLOT, FRONTIER, RunInfo, overview_page, state_record
 from replay.view.records import StateRecords
 from replay.view.render import copy_assets, write_index, write_page
 from replay.view.stream import iter_rows, trace_state
@@ -109,7 +109,7 @@ def _build(run: RunOutputs, work: Path) -> list[tuple[str, int, int]]:
         sizes.append((page, write_page(work / page, template, title=page.removesuffix(".html"), root="",
                                        run=info, **extra), info.states))
     plot = PLOT if run.ablation_plot is not None else None
-    plots = ((run.ablation_plot, PLOT), (run.frontier_plot, FRONTIER))
+    plots = ((run.ablation_plot, PLOT), (run.frontier_plot, FRONTIER), (run.eval_plot, EVAL_PLOT))
     copy_assets(work, [(path, name) for path, name in plots if path is not None])
     overview = overview_page(run, index, _matrix(forms, run.teacher_names), plot)
     sizes.append(("index.html", write_page(work / "index.html", "overview.html.j2", title="overview",

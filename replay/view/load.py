@@ -9,6 +9,7 @@ through the store's own reader of the trace table.
 from __future__ import annotations
 
 import csv
+import hashlib
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ PAIRS_FILE = "pairs.jsonl"
 ABLATION_DIR = "ablation"
 ABLATION_PLOT, ABLATION_TABLE = "ablation.png", "ablation.csv"
 TEACHERS_TABLE, FRONTIER_PLOT, ABLATION_JSON = "teachers.csv", "frontier.png", "ablation.json"
+EVAL_DIR, EVAL_JSON, EVAL_PLOT = "eval", "eval.json", "eval.png"   # replay.eval's (evaluation/outputs.py)
 _PRICE = re.compile(r"#price=[^#\s]+$")     # teachers.registry's price suffix
 # What the viewer keeps of a pairs.jsonl row (a judge's choice is only known from it): never the prompt.
 PAIR_KEYS = ("state_id", "chosen", "winner_teachers", "teachers", "agreement", "votes", "method")
@@ -49,6 +51,9 @@ class RunOutputs:
     teacher_rows: list[dict[str, str]] = field(default_factory=list)   # ablation/teachers.csv
     frontier_plot: Path | None = None
     recommended: str | None = None                                     # replay.ablate --recommend
+    evaluation: dict[str, Any] | None = None                           # replay.eval's eval.json
+    eval_stale: bool = False          # eval.json was scored against another verdicts.jsonl than the run's
+    eval_plot: Path | None = None
 
     @property
     def teachers(self) -> str | None:
@@ -113,6 +118,12 @@ def load_run(folder: Path) -> RunOutputs:
     quality = judged.get("quality") if isinstance(judged, dict) else None
     if isinstance(quality, dict) and quality.get("recommended"):
         outputs.recommended = f"{quality['recommended']} ({quality.get('recommend_why') or ''})".strip(" ()")
+    evaluation = _json(folder / EVAL_DIR / EVAL_JSON)
+    if isinstance(evaluation, dict) and isinstance(evaluation.get("models"), list):
+        outputs.evaluation = evaluation
+        outputs.eval_stale = evaluation.get("verdicts_sha256") != _sha256(folder / "verdicts.jsonl")
+        if (folder / EVAL_DIR / EVAL_PLOT).is_file():
+            outputs.eval_plot = folder / EVAL_DIR / EVAL_PLOT
     return outputs
 
 
@@ -133,6 +144,16 @@ def iter_verdicts(folder: Path) -> Iterator[dict[str, Any]] | None:
                 except orjson.JSONDecodeError:
                     return          # a damaged file: the rest is decided again
     return lines()
+
+
+def _sha256(path: Path) -> str | None:
+    if not path.is_file():
+        return None
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def _json(path: Path) -> Any:

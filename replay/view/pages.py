@@ -133,7 +133,44 @@ def overview_page(run: RunOutputs, index: Index, matrix: Any, plot: str | None) 
             "matrix": matrix, "ablation_rows": run.ablation_rows, "ablation_columns": columns,
             "ablation_plot": plot, "teacher_rows": run.teacher_rows, "teacher_columns": _teacher_columns(
                 run.teacher_rows), "frontier_plot": FRONTIER if run.frontier_plot else None,
-            "recommended": run.recommended}
+            "recommended": run.recommended, "evaluation": evaluation_context(
+                run.evaluation, run.eval_stale, EVAL_PLOT if run.eval_plot else None)}
+
+
+EVAL_PLOT = "eval.png"
+
+
+def evaluation_context(evaluation: dict[str, Any] | None, stale: bool,
+                       plot: str | None = None) -> dict[str, Any] | None:
+    """replay.eval's figures as the overview shows them: a row per figure, a column per model, then the
+    paired differences (eval.json is read as it is: the view imports nothing of the eval).
+
+    >>> iv = {"n": 200, "value": 0.9, "low": 0.86, "high": 0.94}
+    >>> doc = {"held_out": {"states": 200, "traces": 20, "how": "test"}, "metrics": {"valid": "a call"},
+    ...        "models": [{"name": "m", "rates": {"valid": iv}}], "differences": []}
+    >>> evaluation_context(doc, False)["rows"][0]
+    {'figure': 'valid', 'meaning': 'a call', 'cells': ['0.900 [0.860, 0.940] n=200']}
+    """
+    if not evaluation:
+        return None
+    metrics = evaluation.get("metrics") or {}
+    models = evaluation.get("models") or []
+    rows = [{"figure": key.replace("_", " "), "meaning": meaning,
+             "cells": [_interval((m.get("rates") or {}).get(key)) for m in models]}
+            for key, meaning in metrics.items()]
+    diffs = [{"name": f"{d.get('second')} − {d.get('first')}",
+              "cells": [_interval((d.get("rates") or {}).get(key), signed=True) for key in metrics]}
+             for d in evaluation.get("differences") or []]
+    return {"held": evaluation.get("held_out") or {}, "models": [m.get("name") for m in models], "rows": rows,
+            "figures": [key.replace("_", " ") for key in metrics], "differences": diffs,
+            "plot": plot, "stale": stale, "command": evaluation.get("command") or ""}
+
+
+def _interval(iv: dict[str, Any] | None, signed: bool = False) -> str:
+    if not iv or iv.get("value") is None:
+        return "n/a"
+    fmt = "{:+.3f}" if signed else "{:.3f}"
+    return f"{fmt.format(iv['value'])} [{fmt.format(iv['low'])}, {fmt.format(iv['high'])}] n={iv['n']}"
 
 
 FRONTIER = "frontier.png"
