@@ -96,11 +96,17 @@ def load_run(run_dir: Path) -> RunData:
                    states=list(asked_states(run_dir)), answers=index_answers(proposals))  # --select's
 
 
+NO_HELD_OUT = ("--train judges each student on held-out traces: make the run with `replay.run --test-split "
+               "0.2` (the ablation keeps its test traces out of every pool's training split)")
+
+
 def held_out_traces(run_dir: Path, config: RunConfig, needed: bool = False) -> frozenset[str] | None:
     """The trace ids of the run's `test` split (`replay.run --test-split`); None when it made none (or,
     unless `needed`, when its dataset cannot be read). Every pool's dataset keeps them out of its
     `train` split, so the pools' students share one held-out set."""
     if config.export.test_split is None:
+        if needed:
+            raise AblationError(NO_HELD_OUT)
         return None
     from datasets import DatasetDict, load_from_disk
 
@@ -111,9 +117,11 @@ def held_out_traces(run_dir: Path, config: RunConfig, needed: bool = False) -> f
         if not needed:
             return None
         raise AblationError(f"{path}: the run's dataset (its test split) cannot be read: {error}") from error
-    if not isinstance(dataset, DatasetDict) or "test" not in dataset:
-        return frozenset()
-    return frozenset(dataset["test"]["trace_id"])
+    traces = frozenset(dataset["test"]["trace_id"]) \
+        if isinstance(dataset, DatasetDict) and "test" in dataset else frozenset()
+    if needed and not traces:
+        raise AblationError(NO_HELD_OUT)
+    return traces
 
 
 def choose_pools(config: AblateConfig, run_specs: Sequence[TeacherSpec]) -> list[list[TeacherSpec]]:

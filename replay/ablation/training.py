@@ -19,7 +19,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from replay.ablation.evaluate import PoolCounts
-from replay.ablation.load import TrainSettings
+from replay.ablation.load import NO_HELD_OUT, TrainSettings
 from replay.ablation.pools import AblationError
 from replay.ablation.teachers import Point
 from replay.train.figures import Figures
@@ -84,9 +84,7 @@ def train_pools(run: Path, out: Path, rows: Sequence[PoolCounts], dirs: Sequence
     from replay.train.run import train
 
     if not held_out:
-        raise AblationError("--train judges students on held-out traces: make the run with "
-                            "`replay.run --test-split 0.2` (the ablation keeps its test traces out of "
-                            "every pool's training split)")
+        raise AblationError(NO_HELD_OUT)
     folders = dict(zip((row.pool for row in rows), dirs, strict=True))
     sticks = shared_yardsticks(run, out / dirs[0], held_out)
     training = Training(settings=settings, max_length=card_length(run), held_out_traces=len(held_out),

@@ -34,7 +34,7 @@ class TrainOptions(StrictModel):
     epochs: float = 1.0
     max_length: int | None = None            # None: the dataset card's, else 8192
     batch_size: int = 2
-    learning_rate: float | None = None       # None: 1e-5 (DPO, KTO) or 1e-4 (SFT)
+    learning_rate: float | None = None       # None: 1e-5 (DPO), 4e-5 (KTO), 1e-4 (SFT)
     beta: float = 0.1                        # DPO / KTO
     lora_r: int = 16                         # 0: full fine-tuning, a frozen copy as the reference
     template: str | None = None              # keep the rows this --preflight-template renders cleanly
@@ -47,7 +47,9 @@ class TrainOptions(StrictModel):
     def rate(self) -> float:
         if self.learning_rate is not None:
             return self.learning_rate
-        return 1e-4 if self.format == "sft" else 1e-5
+        # KTO moves the student about a quarter as far per step as DPO at the same rate (README,
+        # "Judging data by the student"): its default is four times DPO's.
+        return {"dpo": 1e-5, "kto": 4e-5, "sft": 1e-4}[self.format]
 
 
 @dataclass

@@ -19,8 +19,6 @@ REPORT_FILE = "held_out.json"
 # TRL's eval keys worth a column, by trainer; the JSON keeps them all.
 TRL_KEYS = ("eval_loss", "eval_rewards/accuracies", "eval_rewards/margins", "eval_kl",
             "eval_mean_token_accuracy")
-_ABOUT = {"held_out_pairs": "the test split's pairs: consensus chosen, the student's action rejected",
-          "recovery_set": "held-out failed states: the student's recovery chosen, its failed action rejected"}
 
 
 class Stage(BaseModel):
@@ -57,31 +55,41 @@ def _share(value: float | None, interval: tuple[float, float] | None = None) -> 
 
 
 def print_report(report: TrainReport, console: Any = None) -> None:
-    """The figures as a table: one line per yardstick, before → after."""
+    """The figures as tables: one line per yardstick, before → after; then TRL's own eval."""
     from rich import box
     from rich.console import Console
     from rich.table import Table
 
-    console = console or Console()
+    if console is None:
+        console = Console()
+        if not console.is_terminal:  # piped or redirected: whole rows, not rich's default 80 columns
+            console.width = 200
     table = Table(title=f"{report.trainer} on {report.rows.get('train', 0)} rows, {report.steps} steps → "
                         f"{report.output}", box=box.SIMPLE_HEAD,
                   caption="accuracy: share of pairs whose log-odds of chosen over rejected rose above the "
                           "untrained student's (TRL's rewards/accuracies; untrained = 0, every pair a tie); "
-                          "likelihood: share the student itself gives chosen the higher log-likelihood "
-                          "(favours the shorter answer); [95% Wilson interval]")
-    for column in ("yardstick", "pairs", "accuracy before", "accuracy after", "margin after (nats)",
+                          "margin: the mean rise, nats; likelihood: share the student itself gives chosen "
+                          "the higher log-likelihood (favours the shorter answer); [95% Wilson interval]")
+    for column in ("yardstick", "pairs", "accuracy before", "accuracy after", "margin after",
                    "likelihood before", "likelihood after"):
-        table.add_column(column, justify="left" if column == "yardstick" else "right")
+        table.add_column(column, justify="left" if column == "yardstick" else "right", no_wrap=True)
     for name, after in report.after.yardsticks.items():
         before = report.before.yardsticks.get(name, Figures())
         table.add_row(name, str(after.pairs), _share(before.accuracy, before.interval),
                       _share(after.accuracy, after.interval), _share(after.margin),
                       _share(before.likelihood_accuracy, before.likelihood_interval),
                       _share(after.likelihood_accuracy, after.likelihood_interval))
-    for key in TRL_KEYS:
-        if key in report.after.trl:
-            table.add_row(f"TRL {key}", str(report.rows.get("test", 0)),
-                          _share(report.before.trl.get(key)), _share(report.after.trl.get(key)), "", "", "")
-    console.print(table)
+    if report.after.yardsticks:
+        console.print(table)
+    keys = [key for key in TRL_KEYS if key in report.after.trl]
+    if keys:
+        trl = Table(title=f"TRL's own eval on the test split ({report.rows.get('test', 0)} rows)",
+                    box=box.SIMPLE_HEAD)
+        for column in ("metric", "before", "after"):
+            trl.add_column(column, justify="left" if column == "metric" else "right")
+        for key in keys:
+            trl.add_row(key, _share(report.before.trl.get(key)), _share(report.after.trl.get(key)))
+        console.print(trl)
+    console.print(f"figures: {Path(report.output) / REPORT_FILE}")
     for note in report.notes:
         console.print(f"note: {note}")

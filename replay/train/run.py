@@ -19,6 +19,10 @@ from replay.train.report import TrainReport, print_report, write_report
 from replay.train.scoring import score_pairs
 from replay.train.trainers import TRAINERS, build_trainer, load_student
 
+KTO_LOSS = ("KTO's training loss is no learning curve: for a desirable row it is 1 - sigmoid(beta * "
+            "(r - z)), z the batch's estimate of the KL term from its neighbours' completions; where "
+            "training raises a completion under every prompt, z rises with r and the loss stays near 0.5 "
+            "while the student moves. Read the held-out figures.")
 NO_TEST = ("the dataset has no test split, so nothing held out was judged: make it with "
            "`replay.run --test-split 0.2`")
 Scores = tuple[list[tuple[float, float] | None], int]
@@ -37,6 +41,8 @@ def train(options: TrainOptions, sticks: Mapping[str, Sequence[Pair]] | None = N
                          rows={"train": rows.train.num_rows, "test": rows.test.num_rows if rows.test else 0},
                          settings=options.model_dump(mode="json") | {"max_length": rows.max_length})
     chosen = _yardsticks(options, rows, sticks, report)
+    if options.format == "kto":
+        report.notes.append(KTO_LOSS)
     model, tokenizer = load_student(options)
     untrained = {name: _score(model, tokenizer, pairs, rows, options) for name, pairs in chosen.items()}
     report.before.yardsticks = {name: _figures(got, got) for name, got in untrained.items()}

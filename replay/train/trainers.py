@@ -104,9 +104,6 @@ def build_trainer(options: TrainOptions, model: Any, tokenizer: Any, train: Any,
         return SFTTrainer(model=model, args=args, train_dataset=train, eval_dataset=test,
                           processing_class=tokenizer, peft_config=peft)
     reference = None if peft is not None else _model(options)
-    import os
-    if options.format == "kto" and os.environ.get("EXP_SHUFFLE"):
-        train = train.shuffle(seed=options.seed)
     trainer = DPOTrainer if options.format == "dpo" else KTOTrainer
     return trainer(model=model, ref_model=reference, args=args, train_dataset=train, eval_dataset=test,
                    processing_class=tokenizer, peft_config=peft)
