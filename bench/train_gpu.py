@@ -132,7 +132,7 @@ def one_format(fmt: str, data: Path, model_dir: Path, args: argparse.Namespace,
               for name, pairs in sticks.items()}
     common = dict(output_dir=str(args.out / fmt), num_train_epochs=args.epochs, max_length=args.max_length,
                   per_device_train_batch_size=args.batch_size, per_device_eval_batch_size=args.batch_size,
-                  learning_rate=args.learning_rate, logging_steps=1, save_strategy="no", report_to=[],
+                  learning_rate=args.learning_rate, logging_steps=10, save_strategy="no", report_to=[],
                   use_cpu=args.cpu, bf16=not args.cpu, seed=0, data_seed=0, disable_tqdm=True)
     if fmt == "sft":
         trainer = SFTTrainer(model=model, args=SFTConfig(**common), train_dataset=dataset["train"],
