@@ -4,7 +4,8 @@ Recomputes consensus and pairs for each pool from the answers the run already ha
 `--allow-calls`), writes one dataset per pool, `ablation.csv`, `ablation.md`, `agreement.csv` and
 `ablation.png`; and judges the teachers: hindsight agreement per pool, each teacher's reliability
 (Dawid–Skene) and Shapley share, the cost frontier, the asking order for `--early-stop`
-(`teachers.csv`, `teachers.md`, `frontier.png`, `ablation.json`).
+(`teachers.csv`, `teachers.md`, `frontier.png`, `ablation.json`). With `--train`, each pool is also
+judged by the student it trains (replay.ablation.training).
 """
 
 from __future__ import annotations
@@ -58,14 +59,37 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--permutations", type=at_least(2), default=200, metavar="N",
                         help="beyond 8 teachers, Shapley values from N seeded random orders, with their "
                              "standard error (200); up to 8 they are exact")
+    student = parser.add_argument_group(
+        "judging each pool by the student it trains (--train; needs a run made with --test-split)")
+    student.add_argument("--train", action="store_true",
+                         help="train one student per pool (the --pools named, else the frontier's) with "
+                              "DPO on the pool's train split, same settings and seed, and judge each on the "
+                              "run's held-out traces: the recovery set and the full pool's held-out pairs; "
+                              "adds the students' figures to the table and the frontier")
+    student.add_argument("--student-model", metavar="PATH_OR_NAME",
+                         help="the student to train: a local folder or a Hub name (its tokenizer's chat "
+                              "template renders the rows); on CPU name a small model")
+    student.add_argument("--train-epochs", type=float, default=1.0, metavar="F", help="passes over each "
+                         "pool's train split (1)")
+    student.add_argument("--train-steps", type=int, default=-1, metavar="N",
+                         help="stop each student after N steps instead")
+    student.add_argument("--learning-rate", type=float, default=None, metavar="LR",
+                         help="DPO's learning rate (1e-5, for LoRA on a real student)")
+    student.add_argument("--lora-r", type=int, default=16, metavar="R",
+                         help="LoRA rank (0: full fine-tuning)")
+    student.add_argument("--batch-size", type=int, default=2, metavar="N", help="per device (2)")
+    student.add_argument("--cpu", action="store_true", help="train on the CPU in float32 (also without CUDA)")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.train and not args.student_model:
+        parser.error("--train needs --student-model (the student to train, e.g. a local folder)")
     from ingestion.schema import ReplayError
-    from replay.ablation.load import AblateConfig
+    from replay.ablation.load import AblateConfig, TrainSettings
     from replay.ablation.run import ablate
     from replay.ablation.summary import print_summary
 
@@ -74,6 +98,10 @@ def main(argv: list[str] | None = None) -> int:
                           allow_missing=args.allow_missing, consensus=args.consensus,
                           min_agreement=args.min_agreement, recommend=args.recommend,
                           permutations=args.permutations,
+                          train=TrainSettings(model=args.student_model, epochs=args.train_epochs,
+                                              max_steps=args.train_steps, learning_rate=args.learning_rate,
+                                              lora_r=args.lora_r, batch_size=args.batch_size, cpu=args.cpu)
+                          if args.train else None,
                           command=shlex.join(["python", "-m", "replay.ablate", *argv]))
     try:
         result = ablate(config)

@@ -191,12 +191,11 @@ def test_the_training_example_runs_two_lora_steps(tmp_path, monkeypatch, tiny, f
     _, judged = settled_rows(fmt)
     export_dataset(format_rows(judged, fmt), tmp_path / "out", fmt=fmt)
     example = load_example(f"train_{fmt}", monkeypatch)
-    trainer = example.main(["--dataset", str(tmp_path / "out"), "--model", str(tiny), "--output",
-                            str(tmp_path / "adapter"), "--max-steps", "2", "--max-length", "2048", "--cpu",
-                            "--lora-r", "4"])
-    assert trainer.state.global_step == 2
-    losses = [log["loss"] for log in trainer.state.log_history if "loss" in log]
-    assert len(losses) == 2 and all(math.isfinite(loss) for loss in losses)
+    report = example.main(["--dataset", str(tmp_path / "out"), "--model", str(tiny), "--output",
+                           str(tmp_path / "adapter"), "--max-steps", "2", "--max-length", "2048", "--cpu",
+                           "--lora-r", "4"])
+    assert report.steps == 2
+    assert len(report.losses) == 2 and all(math.isfinite(loss) for loss in report.losses)
     assert (tmp_path / "adapter" / "adapter_config.json").is_file()  # LoRA: an adapter, not a model
 
 
@@ -204,7 +203,7 @@ def test_an_example_refuses_another_format(tmp_path, monkeypatch, tiny):
     _, judged = settled_rows("dpo")
     export_dataset(judged, tmp_path / "out")
     example = load_example("train_sft", monkeypatch)
-    with pytest.raises(SystemExit, match="is a --format dpo dataset; this example trains --format sft"):
+    with pytest.raises(SystemExit, match="is a --format dpo dataset; this trains --format sft"):
         example.main(["--dataset", str(tmp_path / "out"), "--model", str(tiny), "--cpu"])
 
 

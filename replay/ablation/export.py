@@ -41,6 +41,7 @@ class _Job:
     method: str
     min_agreement: float
     recoveries: dict[str, Action]        # failed state id → the student's recovery (hindsight)
+    held_out: frozenset[str] | None      # the run's test traces: each pool's `test` split
 
 
 _JOB: _Job | None = None  # set while forked workers run; they read it rather than receive it
@@ -63,12 +64,13 @@ def workers(pools: int) -> int:
 
 def evaluate_pools(config: AblateConfig, data: RunData, pools: list[list[TeacherSpec]],
                    deciders: dict[str, Decide], task: Callable[[str, int], Callable[[str], None]],
-                   decide: Decide, method: str, min_agreement: float, recoveries: dict[str, Action]
-                   ) -> tuple[list[PoolCounts], list[str]]:
-    """Counts and folder name per pool, in pool order; Jaccard against the first (full) pool."""
+                   decide: Decide, method: str, min_agreement: float, recoveries: dict[str, Action],
+                   held_out: frozenset[str] | None = None) -> tuple[list[PoolCounts], list[str]]:
+    """Counts and folder name per pool, in pool order; Jaccard against the first (full) pool. With
+    `held_out` (the run's test traces) every pool's dataset has `train` and `test` splits."""
     global _JOB
     job = _Job(config.out_dir, config.command, config.run, data, pools, deciders, decide, method,
-               min_agreement, recoveries)
+               min_agreement, recoveries, held_out)
     tick = task("pools", len(pools))
     results: list[tuple[PoolCounts, frozenset[str], str] | None] = [None] * len(pools)
     count = workers(len(pools))
@@ -127,7 +129,7 @@ def _write_pool(job: _Job, number: int) -> tuple[PoolCounts, frozenset[str], str
     quiet = not datasets.is_progress_bar_enabled()
     datasets.disable_progress_bars()  # one bar per pool, from us, not a "Saving the dataset" bar each
     try:
-        export_dataset(result.rows, folder, _ENCODED)
+        export_dataset(result.rows, folder, _ENCODED, held_out=job.held_out)
     finally:
         if not quiet:
             datasets.enable_progress_bars()

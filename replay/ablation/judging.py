@@ -110,10 +110,7 @@ def teachers_md_text(quality: Quality) -> str:
     lines += ["## Frontier", "", f"Pools ({quality.frontier_pools}) by cost against hindsight agreement; "
               "Pareto-optimal: no other pool is as cheap and as good, one of them strictly. See "
               "frontier.png.", "",
-              "| pool | USD | pairs | hindsight (intent) | Pareto |", "|---|---:|---:|---:|---|"]
-    for p in sorted(quality.frontier, key=lambda p: (p.cost_usd, p.pool)):
-        if p.pareto:
-            lines.append(f"| {p.pool} | {p.cost_usd:.4f} | {p.pairs} | {_pct(p.hindsight)} | yes |")
+              *_frontier_rows(quality)]
     if quality.recommended:
         lines += ["", f"**Recommended: `{quality.recommended}`** — {quality.recommend_why}."]
     lines += ["", "## Asking order for --early-stop", "",
@@ -125,6 +122,19 @@ def teachers_md_text(quality: Quality) -> str:
         lines.append(f"| {order.name} | {', '.join(order.order)} | {order.calls} | {order.calls_saved} | "
                      f"{order.usd:.4f} | {order.usd_saved:.4f} | {order.same_outcome} / {order.states} |")
     return "\n".join(lines) + "\n"
+
+
+def _frontier_rows(quality: Quality) -> list[str]:
+    """The Pareto-optimal pools, cheapest first; with --train their trained students' figures too."""
+    students = any(p.student is not None for p in quality.frontier)
+    extra = (" trained student's accuracy | its gain per USD |", "---:|---:|") if students else ("", "")
+    lines = ["| pool | USD | pairs | hindsight (intent) | Pareto |" + extra[0],
+             "|---|---:|---:|---:|---|" + extra[1]]
+    for p in sorted(quality.frontier, key=lambda p: (p.cost_usd, p.pool)):
+        if p.pareto:
+            more = f" {_num(p.student, 2)} | {_num(p.student_gain_per_usd, 4)} |" if students else ""
+            lines.append(f"| {p.pool} | {p.cost_usd:.4f} | {p.pairs} | {_pct(p.hindsight)} | yes |{more}")
+    return lines
 
 
 def _neg(value: float | None) -> float | None:

@@ -26,6 +26,20 @@ from replay.options import RunConfig
 from teachers.registry import TeacherSpec, parse_pool, split_by_family
 
 
+class TrainSettings(StrictModel):
+    """`--train`: the settings every pool's student is trained with (`replay.train.data.TrainOptions`'
+    names; the format is DPO, the pools' datasets)."""
+
+    model: str
+    epochs: float = 1.0
+    max_steps: int = -1
+    learning_rate: float | None = None
+    lora_r: int = 16
+    batch_size: int = 2
+    cpu: bool = False
+    seed: int = 0
+
+
 class AblateConfig(StrictModel):
     run: Path
     pools: str | None = None        # "a,b;a;b"
@@ -39,6 +53,7 @@ class AblateConfig(StrictModel):
     min_agreement: float | None = None  # default: the run's
     recommend: float | None = None      # margin for --recommend (None: no recommendation)
     permutations: int = 200             # sampled Shapley orders beyond 8 teachers
+    train: TrainSettings | None = None  # --train: one student per pool, judged on held-out data
 
     @property
     def out_dir(self) -> Path:
@@ -79,6 +94,34 @@ def load_run(run_dir: Path) -> RunData:
         proposals = [Proposal.model_validate(orjson.loads(line)) for line in handle if line.strip()]
     return RunData(config=config, specs=parse_pool(config.pool.teachers),
                    states=list(asked_states(run_dir)), answers=index_answers(proposals))  # --select's
+
+
+NO_HELD_OUT = ("--train judges each student on held-out traces: make the run with `replay.run --test-split "
+               "0.2` (the ablation keeps its test traces out of every pool's training split)")
+
+
+def held_out_traces(run_dir: Path, config: RunConfig, needed: bool = False) -> frozenset[str] | None:
+    """The trace ids of the run's `test` split (`replay.run --test-split`); None when it made none (or,
+    unless `needed`, when its dataset cannot be read). Every pool's dataset keeps them out of its
+    `train` split, so the pools' students share one held-out set."""
+    if config.export.test_split is None:
+        if needed:
+            raise AblationError(NO_HELD_OUT)
+        return None
+    from datasets import DatasetDict, load_from_disk
+
+    path = run_dir / "dataset"
+    try:
+        dataset = load_from_disk(str(path))
+    except (FileNotFoundError, ValueError) as error:
+        if not needed:
+            return None
+        raise AblationError(f"{path}: the run's dataset (its test split) cannot be read: {error}") from error
+    traces = frozenset(dataset["test"]["trace_id"]) \
+        if isinstance(dataset, DatasetDict) and "test" in dataset else frozenset()
+    if needed and not traces:
+        raise AblationError(NO_HELD_OUT)
+    return traces
 
 
 def choose_pools(config: AblateConfig, run_specs: Sequence[TeacherSpec]) -> list[list[TeacherSpec]]:

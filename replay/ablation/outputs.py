@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from replay.ablation.agreement import AgreementMatrix
 from replay.ablation.evaluate import PoolCounts
+from replay.ablation.students import STUDENT_COLUMNS, student_row, training_lines
+from replay.ablation.training import Training
 from replay.rundir.files import temp_path, write_text
 
 if TYPE_CHECKING:
@@ -29,6 +31,7 @@ CSV_COLUMNS = ("pool", "teachers", "size", "states", "voted", "all_teachers_excl
                "reached_intent", "invalid", "hindsight_failed", "hindsight_states", "hindsight_reached",
                "hindsight_exact", "hindsight_intent", "hindsight_exact_rate", "hindsight_intent_rate",
                "failed_reached_rate", "pairs_per_usd", "usd_per_pair", "pareto")
+
 
 
 def csv_row(counts: PoolCounts, folder: str, pareto: bool | None = None) -> dict[str, Any]:
@@ -51,18 +54,25 @@ def csv_row(counts: PoolCounts, folder: str, pareto: bool | None = None) -> dict
     return row
 
 
-def csv_text(rows: list[PoolCounts], dirs: list[str], pareto: dict[str, bool] | None = None) -> str:
-    """ablation.csv: a header, then one line per pool, the full pool first.
+def csv_text(rows: list[PoolCounts], dirs: list[str], pareto: dict[str, bool] | None = None,
+             training: Training | None = None) -> str:
+    """ablation.csv: a header, then one line per pool, the full pool first; with `training` (--train)
+    the trained students' columns after.
 
     >>> csv_text([PoolCounts(pool="a", teachers=["a"])], ["a"]).splitlines()[1][:12]
     'a,a,1,0,0,0,'
     """
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=CSV_COLUMNS, lineterminator="\n")
+    columns = CSV_COLUMNS + (STUDENT_COLUMNS if training is not None else ())
+    writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
     writer.writeheader()
     pareto = pareto or {}
-    writer.writerows(csv_row(counts, folder, pareto.get(counts.pool))
-                     for counts, folder in zip(rows, dirs, strict=True))
+    students = {s.pool: s for s in training.students} if training is not None else {}
+    for counts, folder in zip(rows, dirs, strict=True):
+        row = csv_row(counts, folder, pareto.get(counts.pool))
+        if training is not None:
+            row.update(student_row(students.get(counts.pool)))
+        writer.writerow(row)
     return buffer.getvalue()
 
 
@@ -149,6 +159,8 @@ def markdown_text(ablation: Ablation) -> str:
               "reached**: the share of "
               "those states where the pool reached a consensus. Each teacher's share, reliability, the cost "
               "frontier and the asking order: [teachers.md](teachers.md).", ""]
+    if ablation.training is not None:
+        lines += training_lines(ablation.training)
     lines += _matrix_lines(ablation.agreement)
     if ablation.agreement_intent is not None:
         lines += _matrix_lines(ablation.agreement_intent)
@@ -265,7 +277,7 @@ def write_outputs(ablation: Ablation) -> None:
     out = Path(ablation.out)
     out.mkdir(parents=True, exist_ok=True)
     pareto = {p.pool: p.pareto for p in ablation.quality.frontier} if ablation.quality else None
-    write_text(out / CSV_FILE, csv_text(ablation.rows, ablation.dirs, pareto))
+    write_text(out / CSV_FILE, csv_text(ablation.rows, ablation.dirs, pareto, ablation.training))
     write_text(out / AGREEMENT_FILE, agreement_csv_text(ablation.agreement, ablation.agreement_intent))
     write_text(out / MARKDOWN_FILE, markdown_text(ablation))
     write_plot(ablation, out / PLOT_FILE)

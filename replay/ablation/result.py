@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 from replay.ablation.agreement import AgreementMatrix
 from replay.ablation.evaluate import PoolCounts
 from replay.ablation.quality import Quality
+from replay.ablation.training import Training
 
 
 class Ablation(BaseModel):
@@ -25,5 +26,6 @@ class Ablation(BaseModel):
     missing: int = 0  # answers counted as no vote (--allow-missing)
     min_agreement: float = 0.5
     quality: Quality | None = None  # reliability, shares, frontier, asking orders (replay.ablation.quality)
+    training: Training | None = None  # --train: each pool's trained student (replay.ablation.training)
 
 

@@ -19,11 +19,19 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from replay.ablation.agreement import agreement_matrix
-from replay.ablation.evaluate import Decide, method_decider
-from replay.ablation.load import AblateConfig, choose_pools, gaps_message, load_run, missing_answers
+from replay.ablation.evaluate import Decide, PoolCounts, method_decider
+from replay.ablation.load import (
+    AblateConfig,
+    choose_pools,
+    gaps_message,
+    held_out_traces,
+    load_run,
+    missing_answers,
+)
 from replay.ablation.pools import AblationError
-from replay.ablation.quality import assess, estimate_reliability
+from replay.ablation.quality import Quality, assess, estimate_reliability
 from replay.ablation.result import Ablation
+from replay.ablation.training import Training
 from replay.decide.hindsight import read_recoveries
 
 
@@ -79,17 +87,34 @@ def ablate(config: AblateConfig, console: Console | None = None) -> Ablation:
         reliability, items = estimate_reliability(data, pools[0])
         recoveries = read_recoveries(config.run)  # among all the run's states, asked or not
         decide = method_decider(method, min_agreement, data.config.consensus.match, reliability.weight)
+        held_out = held_out_traces(config.run, data.config, needed=config.train is not None)
         rows, dirs = evaluate_pools(config, data, pools, deciders if method == "judge" else {}, task,
-                                    decide, method, min_agreement, recoveries)
+                                    decide, method, min_agreement, recoveries, held_out)
         quality = assess(data, pools[0], rows, method, min_agreement, reliability, items, recoveries,
                          config.recommend, config.permutations)
+    training = None
+    if config.train is not None:
+        training = _train(config, rows, dirs, quality, held_out, console)
     names = [spec.name for spec in data.specs]
     result = Ablation(run=config.run, out=config.out_dir, method=method, rows=rows, dirs=dirs,
                       agreement=agreement_matrix(data.states, data.answers, names),
                       agreement_intent=agreement_matrix(data.states, data.answers, names, "intent"),
                       calls={k: calls[k] for k in ("made", "cached", "failed")}, missing=missing,
-                      min_agreement=min_agreement, quality=quality)
+                      min_agreement=min_agreement, quality=quality, training=training)
     write_outputs(result)
     return result
+
+
+def _train(config: AblateConfig, rows: list[PoolCounts], dirs: list[str], quality: Quality,
+           held_out: frozenset[str] | None, console: Console) -> Training:
+    """--train: a student per pool; the frontier's points gain the trained students' figures."""
+    from replay.ablation.training import student_points, train_pools
+
+    assert config.train is not None
+    pareto = {point.pool: point.pareto for point in quality.frontier}
+    training = train_pools(config.run, config.out_dir, rows, dirs, config.train, held_out,
+                           config.pools is not None, pareto, say=lambda text: console.print(text))
+    student_points(quality.frontier, training)
+    return training
 
 

@@ -38,8 +38,27 @@ def print_summary(ablation: Ablation, console: Console | None = None) -> None:
         console.print(f"calls made {calls['made']} · cached {calls['cached']} · failed {calls['failed']}")
     if ablation.missing:
         console.print(f"[yellow]{ablation.missing} skipped early-stop answers counted as no vote[/yellow]")
+    if ablation.training is not None:
+        print_students(ablation, console)
     quality = ablation.quality
     if quality is not None and quality.recommended:
         console.print(f"recommended: {quality.recommended} ({quality.recommend_why})")
     console.print(f"tables: {ablation.out / 'ablation.md'} · plot: {ablation.out / 'ablation.png'} · "
                   f"teachers: {ablation.out / 'teachers.md'} · frontier: {ablation.out / 'frontier.png'}")
+
+
+def print_students(ablation: Ablation, console: Console) -> None:
+    """--train: the trained students, best first, and what decided the order."""
+    from replay.ablation.students import HEADER, student_cells
+
+    training = ablation.training
+    assert training is not None
+    table = Table(title=f"judged by the trained student ({training.settings.model})", box=box.SIMPLE_HEAD,
+                  caption=f"{training.held_out_traces} held-out traces; accuracy: share of pairs whose "
+                          "log-odds of chosen over rejected rose above the untrained student's (0.00: every "
+                          "pair a tie) [95% Wilson]; ranking: " + training.ranking)
+    for column in HEADER:
+        table.add_column(column, justify="left" if column in ("pool", "decided by") else "right")
+    for student in training.students:
+        table.add_row(*student_cells(student))
+    console.print(table)

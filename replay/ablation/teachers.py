@@ -44,6 +44,8 @@ class Point(BaseModel):
     pairs: int
     hindsight: float | None      # intent-tier hindsight agreement
     pareto: bool = False
+    student: float | None = None               # --train: the trained student's accuracy (recovery set)
+    student_gain_per_usd: float | None = None  # ... its gain over the untrained student per USD
 
 
 def frontier(rows: Sequence[PoolCounts]) -> list[Point]:

@@ -15,7 +15,7 @@ import itertools
 import shutil
 import tempfile
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -163,10 +163,12 @@ def split_by_trace(rows: list[dict[str, Any]], test_share: float) -> dict[str, l
 
 
 def export_dataset(rows: Iterable[dict[str, Any]], out_dir: str | Path, memo: JsonMemo | None = None,
-                   test_split: float | None = None, fmt: str = "dpo"):
+                   test_split: float | None = None, fmt: str = "dpo",
+                   held_out: Collection[str] | None = None):
     """Write `out_dir/dataset` and `out_dir/pairs.jsonl` atomically; returns the dataset loaded from disk.
 
-    With `test_split`, `dataset` is a DatasetDict of `train` and `test` (see `split_by_trace`);
+    With `test_split`, `dataset` is a DatasetDict of `train` and `test` (see `split_by_trace`); with
+    `held_out` (trace ids: `replay.ablate` keeps the run's), `test` holds those traces' rows.
     pairs.jsonl keeps every row in input order either way (the rows of `fmt`: KTO and SFT rows too,
     under the same name)."""
     from datasets import DatasetDict, load_from_disk
@@ -177,11 +179,13 @@ def export_dataset(rows: Iterable[dict[str, Any]], out_dir: str | Path, memo: Js
     memo = {} if memo is None else memo
     tmp = Path(tempfile.mkdtemp(prefix=".dataset.", dir=out))
     try:
-        if test_split is None:
+        if test_split is None and held_out is None:
             # datasets 5.2 writes an empty dataset as zero shards, which load_from_disk cannot read back.
             rows_to_dataset(rows, memo, fmt).save_to_disk(str(tmp), num_shards=1 if not rows else None)
         else:
-            splits = split_by_trace(rows, test_split)
+            splits = split_by_trace(rows, test_split) if held_out is None else {
+                "train": [r for r in rows if r["trace_id"] not in held_out],
+                "test": [r for r in rows if r["trace_id"] in held_out]}
             parts = {name: rows_to_dataset(part, memo, fmt) for name, part in splits.items()}
             DatasetDict(parts).save_to_disk(
                 str(tmp), num_shards={name: 1 for name, part in splits.items() if not part} or None)
