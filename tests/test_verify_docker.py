@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
+from collect.runtime import LABEL
 from tests.collect_toy import NAMESPACE, ensure_instance_images, toy_instance
 from tests.llm_server import LLMServer
-from collect.runtime import LABEL
 from tests.verify_toy import EXPECTED, student_policy, teacher
 from tests.vllm_server import VLLMServer
 
@@ -34,15 +34,16 @@ class Toy:
     """Rollouts collected and a replay.run made of them, with the student still served."""
 
     def __init__(self, folder: Path, student_url: str, teachers_url: str, image_tag: str) -> None:
-        self.folder, self.student_url, self.teachers_url, self.image_tag = folder, student_url, teachers_url, \
-            image_tag
+        self.folder, self.student_url, self.teachers_url = folder, student_url, teachers_url
+        self.image_tag = image_tag
         self.rollouts, self.instances = folder / "rollouts", folder / "instances.jsonl"
 
     def run(self, out: Path, *extra: str) -> Path:
         from replay.run import main as replay_main
 
         pool = ",".join(f"{name}=openai/{name}@{self.teachers_url}" for name in TEACHERS)
-        assert replay_main(["--source", str(self.rollouts), "--teachers", pool, "--out", str(out), *extra]) == 0
+        args = ["--source", str(self.rollouts), "--teachers", pool, "--out", str(out), *extra]
+        assert replay_main(args) == 0
         return out
 
 
@@ -85,6 +86,21 @@ def by_instance(values: list[dict[str, Any]]) -> dict[str, str]:
     return {next(i for i in CASES if f":{i}." in value["state_id"]): value["outcome"] for value in values}
 
 
+def shows_each_branch(run: Path, tmp_path: Path) -> None:
+    """The view's page of a checked state draws its outcome and a row per branch."""
+    from replay.view.cli import main as view_main
+    from tests.test_view import dump_dom, records, state_url
+
+    assert view_main([str(run)]) == 0
+    checked = {n: r for n, r in records(run / "view").items() if r.get("verify")}
+    assert sorted(r["verify"]["outcome"] for r in checked.values()) == ["flipped", "tied", "verified"]
+    number = next(n for n, r in checked.items() if r["verify"]["outcome"] == "flipped")
+    assert [b[:3] for b in checked[number]["verify"]["branches"]] == [
+        ["chosen", 0, 0.0], ["chosen", 1, 0.0], ["rejected", 0, 1.0], ["rejected", 1, 1.0]]
+    page = dump_dom(state_url(run, number), tmp_path / "profile")
+    assert "Checked by the environment" in page and page.count("<td>submitted</td>") == 4
+
+
 def test_each_pair_comes_out_as_scripted(tmp_path: Path, client: Any, toy: Toy) -> None:
     run = toy.run(tmp_path / "run")
     assert len(rows(run)) == 3                     # one pair per rollout, at turn 1
@@ -116,6 +132,7 @@ def test_each_pair_comes_out_as_scripted(tmp_path: Path, client: Any, toy: Toy) 
                                          "verification"]
     assert "## Checked by the environment" in (run / "README.md").read_text()
     assert leftovers(client) == []
+    shows_each_branch(run, tmp_path)
 
     again = verify(run, toy, "--samples", "2")          # resumable: no graded branch runs twice
     assert again.returncode == 0, again.stderr

@@ -16,6 +16,7 @@ it again, or `ls /tmp` says otherwise), then its turn 1 is the state the teacher
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from tests.llm_server import Reply, chat_completion
@@ -80,3 +81,81 @@ def teacher(body: dict[str, Any]) -> Reply:
     if isinstance(step, str):
         return Reply(chat_completion(step, model=model))
     return Reply(chat_completion(tool_calls=[step], model=model))
+
+
+# --- rollouts written without a container (tests of what needs none: the plan, the dry run) -----------
+
+CALC = "def add(a, b):\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n"
+CANNED = {SAVE["arguments"]["command"]: "saved\n", LOOK["arguments"]["command"]: CALC,
+          ASIDE["arguments"]["command"]: "orig.py\n"}
+
+
+class CannedWorkspace:
+    """The toy repository's commands answered as its container answers them; edits in a dict."""
+
+    def __init__(self) -> None:
+        self.files = {"calc.py": CALC}
+
+    def run(self, command: str, timeout: int | None = None) -> Any:
+        from collect.runtime import CommandResult
+
+        return CommandResult(output=CANNED.get(command, ""), exit_code=0, timed_out=False, truncated=False)
+
+    def read_file(self, path: str) -> tuple[bytes, Any]:
+        return self.files[path].encode(), None
+
+    def write_file(self, path: str, data: bytes, like: Any = None) -> None:
+        self.files[path] = data.decode()
+
+
+class ScriptedAsker:
+    """The student without a server: its next step, with the usage a server would report."""
+
+    sampling: dict[str, Any] = {"temperature": 0.5}
+
+    def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
+        from collect.reply import StudentReply
+
+        step = next_step(messages)
+        usage = {"prompt_tokens": 100 + 40 * sum(m.get("role") == "assistant" for m in messages),
+                 "completion_tokens": 20}
+        if isinstance(step, str):
+            return StudentReply({"role": "assistant", "content": step}, finish_reason="stop", usage=usage)
+        call = {"id": f"call_{len(messages)}", "type": "function",
+                "function": {"name": step["name"], "arguments": json.dumps(step["arguments"])}}
+        return StudentReply({"role": "assistant", "content": None, "tool_calls": [call]},
+                            finish_reason="tool_calls", usage=usage)
+
+    def history_message(self, reply: Any) -> dict[str, Any]:
+        return reply.message
+
+    def __getattr__(self, name: str) -> Any:      # what newer agents ask of a student: nothing to say
+        return lambda *args, **kwargs: None
+
+
+def write_rollout(folder: Path, instance_id: str, script: str, max_turns: int = 8) -> Path:
+    """`<instance_id>.rollout.jsonl` as collect.run writes it, the student and container scripted."""
+    import threading
+
+    from collect.agent import run_agent
+    from collect.config import load_agent_spec
+    from collect.instances import image_name
+    from collect.records import RolloutWriter
+    from ingestion.rollout_format import FinalRecord, RolloutHeader
+    from tests.collect_toy import NAMESPACE, toy_instance
+
+    spec = load_agent_spec()
+    path = folder / f"{instance_id}.rollout.jsonl"
+    header = RolloutHeader(rollout_id=f"{instance_id}.collect-toy", run_id="collect-toy",
+                           instance_id=instance_id, base_commit="HEAD",
+                           image=image_name(instance_id, NAMESPACE, "none"),
+                           student_model="student", student_url="http://127.0.0.1:9/v1",
+                           sampling={"temperature": 0.5}, max_turns=max_turns, agent_version=spec.version,
+                           tools=spec.tools, created_at="2026-01-01T00:00:00+00:00")
+    with RolloutWriter(path) as writer:
+        writer.write(header)
+        result = run_agent(ScriptedAsker(), CannedWorkspace(), spec,
+                           toy_instance(instance_id, script)["problem_statement"], writer, max_turns,
+                           threading.Event())
+        writer.write(FinalRecord(exit_status=result.exit_status, turns=result.turns, reward=0.0))
+    return path
