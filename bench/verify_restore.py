@@ -40,6 +40,7 @@ from tests.collect_toy import NAMESPACE, ensure_instance_images, toy_instance  #
 
 INSTANCE = "toy__calc-91"
 RUN_ID = "verify-bench"
+SNAPSHOTS = "teacher-replay-bench/snapshot"
 COMMANDS = {"light": ["cat calc.py", "ls -la", "grep -n return calc.py"],
             "tests": ["python3 -m pytest -q -p no:cacheprovider tests/"]}
 
@@ -63,8 +64,8 @@ def turn_calls(workload: str, depth: int) -> list[dict[str, Any]]:
     return calls
 
 
-def collect(runtime: Runtime, calls: list[dict[str, Any]], snapshot: bool) -> tuple[list[TurnRecord], list,
-                                                                                        float, int]:
+def collect(runtime: Runtime, calls: list[dict[str, Any]], snapshot: str) -> tuple[list[TurnRecord], list,
+                                                                                       float, int]:
     """The rollout made for real; with `snapshot`, the container committed after each turn (its images,
     the seconds and bytes that cost)."""
     turns, images, seconds, size = [], [], 0.0, 0
@@ -74,7 +75,7 @@ def collect(runtime: Runtime, calls: list[dict[str, Any]], snapshot: bool) -> tu
                                 observations=[observation]))
         if snapshot:
             started = time.monotonic()
-            image = runtime.container.commit(repository="teacher-replay-bench/snapshot", tag=f"t{n}")
+            image = runtime.container.commit(repository=SNAPSHOTS, tag=f"{snapshot}-t{n}")
             seconds += time.monotonic() - started
             size += image.attrs.get("Size", 0) - (images[-1].attrs.get("Size", 0) if images else
                                                    runtime.client.images.get(runtime.container.image.id)
@@ -96,8 +97,8 @@ def main() -> None:
         image = image_name(INSTANCE, NAMESPACE, tag)
         tracker = ContainerTracker()
         print(f"uptime: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
-        print("| workload | depth | replay s/branch | mismatches | snapshot s/branch | commit s/turn "
-              "(collecting) | snapshot MB/turn |")
+        print("| workload | depth | replay s/branch | mismatches (all repeats) | snapshot s/branch | "
+              "commit s/turn (collecting) | snapshot MB/turn |")
         print("|---|---|---|---|---|---|---|")
         try:
             for workload in COMMANDS:
@@ -105,43 +106,51 @@ def main() -> None:
                     row = bench_one(client, config, tracker, image, workload, depth, args.repeats)
                     print(f"| {workload} | {depth} | {row[0]:.2f} | {row[1]} | {row[2]:.2f} | {row[3]:.2f} | "
                           f"{row[4]:.2f} |", flush=True)
-            print(f"\none harness grading of the fix: {grading(client, image, Path(tmp)):.1f} s")
+            graded = grading(client, config, tracker, image, Path(tmp))
+            print(f"\none harness grading of the fix: {graded:.1f} s")
         finally:
             tracker.close()
             sweep(client, RUN_ID)
-            for made in client.images.list(name="teacher-replay-bench/snapshot"):
+            for made in client.images.list(name=SNAPSHOTS):
                 client.images.remove(made.id, force=True)
 
 
 def bench_one(client: Any, config: CollectConfig, tracker: ContainerTracker, image: str, workload: str,
-              depth: int, repeats: int) -> tuple[float, int, float, float, float]:
+              depth: int, repeats: int) -> tuple[float, str, float, float, float]:
     calls = turn_calls(workload, depth)
     fresh = Runtime(client, config, tracker)
     with fresh.start(image, RUN_ID, INSTANCE, attempt=f".{workload}{depth}") as made:
         scrub(made, None, "none")
-        turns, images, commit_s, size = collect(made, calls, snapshot=True)
-    replays, snapshots, mismatches = [], [], 0
+        turns, images, commit_s, size = collect(made, calls, snapshot=f"{workload}{depth}")
+    replays, snapshots, mismatches, volatile = [], [], 0, 0
     for repeat in range(repeats):
         started = time.monotonic()
         with Runtime(client, config, tracker).start(image, RUN_ID, INSTANCE, attempt=f".r{repeat}") as box:
             scrub(box, None, "none")
-            mismatches += len(replay_history(box, turns)[1])
+            _, found, masked = replay_history(box, turns)
+            mismatches, volatile = mismatches + len(found), volatile + masked
+            for each in found[:1] if repeat == 0 else ():      # what differed, to see why
+                print(f"  {workload} {depth}: {each.recorded!r} != {each.replayed!r}", file=sys.stderr)
         replays.append(time.monotonic() - started)
         started = time.monotonic()
         with Runtime(client, config, tracker).start(images[-1].id, RUN_ID, INSTANCE,
                                                     attempt=f".s{repeat}") as box:
             box.run("true")                # the container answers: as far as a replay gets before its calls
         snapshots.append(time.monotonic() - started)
-    return (statistics.median(replays), mismatches, statistics.median(snapshots), commit_s / depth,
-            size / depth / 1e6)
+    return (statistics.median(replays), f"{mismatches} ({volatile} volatile)", statistics.median(snapshots),
+            commit_s / depth, size / depth / 1e6)
 
 
-def grading(client: Any, image: str, tmp: Path) -> float:
+def grading(client: Any, config: CollectConfig, tracker: ContainerTracker, image: str, tmp: Path) -> float:
+    """One harness grading of the toy's fix (the patch taken from a container, as a branch takes it)."""
     from collect.evaluate import grade_patch, use_log_dir
 
     use_log_dir(tmp / "eval_logs")
-    patch = ("diff --git a/calc.py b/calc.py\n--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n"
-             " def add(a, b):\n-    return a - b\n+    return a + b\n")
+    with Runtime(client, config, tracker).start(image, RUN_ID, INSTANCE, attempt=".fix") as box:
+        execute(box, call(0, "edit", {"command": "str_replace", "path": "calc.py",
+                                      "old_str": "def add(a, b):\n    return a - b",
+                                      "new_str": "def add(a, b):\n    return a + b"}))
+        patch = box.diff()
     started = time.monotonic()
     grade = grade_patch(client, toy_instance(INSTANCE, "fix"), image, patch, "student", RUN_ID, 600,
                         tmp / "eval_logs")

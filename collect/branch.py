@@ -5,7 +5,8 @@ A branch, in order:
 1. a fresh container of the rollout's image: no network, the run's labels, the instance's future
    scrubbed from /testbed exactly as before a rollout (collect/answer_key.py); a failed check ends it;
 2. the restore: the rollout's own tool calls of the turns before the state, run again in order, each
-   observation compared with the recorded one (output and exit code; a difference is a mismatch);
+   observation compared with the recorded one (output and exit code; a difference is a mismatch, unless
+   it is in text that differs at every run: durations, clock times, dates, `stable`);
 3. the action as the student's turn at the state: the teachers' consensus, or the student's own reply
    as recorded (`BranchJob.action` None), its calls run by the agent's tools;
 4. the mini agent's loop (collect/agent.py, unchanged) from the state's own request messages with the
@@ -21,9 +22,12 @@ Must not: decide what the rewards mean (`replay.verification`), write outputs (t
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
+import tomllib
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
@@ -37,6 +41,7 @@ from collect.reply import StudentReply
 from collect.runtime import ContainerTracker, ImageMissing, Interrupted, Runtime, RuntimeFailure, ensure_image
 from collect.student import Student
 from collect.tools import Workspace, execute
+from configs import config_path
 from ingestion.rollout_format import GRADED, TurnRecord
 
 log = logging.getLogger("collect")
@@ -84,6 +89,7 @@ class BranchResult(BaseModel):
     completion_tokens: int = 0
     replayed: int = 0                      # recorded tool calls run again to restore the state
     mismatches: list[Mismatch] = Field(default_factory=list)
+    volatile: int = 0                      # replayed observations that differed in volatile text only
     error_kind: str | None = None          # image_not_found, container_error, answer_key_visible,
     error: str | None = None               # student_error, runtime_error, evaluation_error, interrupted, ...
     elapsed_s: float = 0.0
@@ -177,12 +183,31 @@ def forced_reply(job: BranchJob) -> StudentReply:
                         tokens=turn.tokens, usage=turn.usage)
 
 
-def replay_history(workspace: Workspace, turns: list[TurnRecord]) -> tuple[int, list[Mismatch]]:
-    """Run the recorded calls of `turns` again, in order; (calls run, the observations that differ).
+@cache
+def _volatile() -> list[re.Pattern[str]]:
+    rules = tomllib.loads(config_path("volatile_output.toml").read_text(encoding="utf-8"))
+    return [re.compile(pattern) for pattern in rules["patterns"]]
+
+
+def stable(text: str) -> str:
+    """A tool's output with what differs from one run of a command to the next masked: durations, clock
+    times, dates, addresses (configs/volatile_output.toml).
+
+    >>> stable("1 passed in 0.05s"), stable("drwxr-xr-x 2 root root 4096 Nov 26 19:15 notes")
+    ('1 passed in ~', 'drwxr-xr-x 2 root root 4096 ~ ~ notes')
+    """
+    for pattern in _volatile():
+        text = pattern.sub("~", text)
+    return text
+
+
+def replay_history(workspace: Workspace, turns: list[TurnRecord]) -> tuple[int, list[Mismatch], int]:
+    """Run the recorded calls of `turns` again, in order; (calls run, the observations that differ, those
+    that differ in volatile text only: `stable`).
 
     A turn whose reply the agent could not act on (cut, or a call left as text) ran nothing; a call
     without an observation was never run (the rollout stopped there)."""
-    replayed, mismatches = 0, []
+    replayed, mismatches, volatile = 0, [], 0
     for turn in turns:
         if any(seen.error in NOT_RUN for seen in turn.observations):
             continue
@@ -193,12 +218,16 @@ def replay_history(workspace: Workspace, turns: list[TurnRecord]) -> tuple[int, 
                 continue
             got = execute(workspace, call)
             replayed += 1
-            if (got.output, got.exit_code) != (seen.output, seen.exit_code):
+            if (got.output, got.exit_code) == (seen.output, seen.exit_code):
+                continue
+            if (stable(got.output), got.exit_code) == (stable(seen.output), seen.exit_code):
+                volatile += 1
+            else:
                 mismatches.append(Mismatch(
                     turn=turn.turn, tool_call_id=seen.tool_call_id, name=seen.name,
                     recorded=f"{seen.output[:SHOWN]} (exit {seen.exit_code})",
                     replayed=f"{got.output[:SHOWN]} (exit {got.exit_code})"))
-    return replayed, mismatches
+    return replayed, mismatches, volatile
 
 
 def run_branch(job: BranchJob, context: BranchContext) -> BranchResult:
@@ -252,7 +281,7 @@ def _restore_and_act(job: BranchJob, context: BranchContext, config: CollectConf
         result.error_kind, result.error = "answer_key_visible", f"{check.error} (git history of /testbed)"
         return None
     try:
-        result.replayed, result.mismatches = replay_history(runtime, job.history)
+        result.replayed, result.mismatches, result.volatile = replay_history(runtime, job.history)
     except RuntimeFailure as exc:
         result.error_kind, result.error = "runtime_error", f"restoring the state: {exc}"
         return None

@@ -78,6 +78,8 @@ def run_here(jobs: Sequence[BranchJob], on_done: Done, workers: int, run_id: str
     probe_students(distinct_students(jobs))
     config = CollectConfig.model_validate(jobs[0].config)
     client = docker_client(config.model_copy(update={"workers": workers}))
+    if left := sweep_labelled(client, labels or {}, keep_run=run_id):
+        log.info("removed %d containers an earlier verification of this folder left", left)
     with tempfile.TemporaryDirectory(prefix="teacher-replay-verify-") as scratch:
         context = BranchContext(client, run_id, Path(scratch) / "eval_logs", labels=dict(labels or {}))
         use_log_dir(context.log_dir)
@@ -115,6 +117,20 @@ def run_here(jobs: Sequence[BranchJob], on_done: Done, workers: int, run_id: str
             raise
         finally:
             sweep(client, run_id)          # nothing of this run outlives it, whatever happened
+
+
+def sweep_labelled(client: Any, labels: dict[str, str], keep_run: str) -> int:
+    """Remove the containers carrying every one of `labels` but those of the run `keep_run` (what a
+    killed verification of the same folder left)."""
+    from collect.runtime import remove_container
+
+    if not labels:
+        return 0
+    filters = {"label": [f"{key}={value}" for key, value in labels.items()]}
+    left = [c for c in client.containers.list(all=True, filters=filters) if c.labels.get(LABEL) != keep_run]
+    for container in left:
+        remove_container(container)
+    return len(left)
 
 
 def branch_on_node(job_json: dict[str, Any], run_id: str, labels: dict[str, str]) -> dict[str, Any]:

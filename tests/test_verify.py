@@ -108,6 +108,12 @@ def test_the_dry_run_says_what_it_will_take_and_starts_nothing(
     assert 0 < low < high
     assert not (out / "verify").exists()
 
+    before = (out / "pairs.jsonl").read_bytes()        # the rollouts' student is at 127.0.0.1:9: nobody
+    assert verify_main(args) == 2
+    error = capsys.readouterr().err
+    assert "cannot reach the student at http://127.0.0.1:9/v1" in error and error.count("\n") == 1
+    assert not (out / "verify").exists() and (out / "pairs.jsonl").read_bytes() == before
+
     (folder / "toy__calc-72.rollout.jsonl").unlink()
     instances.write_text(instances.read_text().splitlines()[0] + "\n")     # toy__calc-71's row only
     assert verify_main([*args, "--dry-run"]) == 0

@@ -156,3 +156,40 @@ def test_each_pair_comes_out_as_scripted(tmp_path: Path, client: Any, toy: Toy) 
                       ("toy__calc-73", "consensus", True)]
     assert json.loads((kto / "report.json").read_text())["verify"]["branches"]["run"] == 0
     assert leftovers(client) == []
+
+
+def test_an_interrupted_verification_keeps_what_it_graded_and_leaves_out_as_it_was(
+        tmp_path: Path, client: Any, toy: Toy) -> None:
+    import signal
+    import time
+
+    from tests.cli import snapshot
+
+    run = toy.run(tmp_path / "run")
+    before = snapshot(run)
+    ledger = run / "verify/branches.jsonl"
+    driver = subprocess.Popen([sys.executable, "-m", "replay.verify", "--run", str(run), "--rollouts",
+                               str(toy.rollouts), "--instances", str(toy.instances), "--samples", "2"],
+                              cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while driver.poll() is None and time.monotonic() < deadline and (
+            not ledger.is_file() or len(ledger.read_text().splitlines()) < 2):
+        time.sleep(0.1)
+    driver.send_signal(signal.SIGINT)
+    _, stderr = driver.communicate(timeout=120)
+    assert driver.returncode == 130, stderr
+    assert stderr.strip().splitlines()[-1].startswith("interrupted: every graded branch is kept in")
+    assert {k: v for k, v in snapshot(run).items() if not k.startswith("verify/")} == before
+    assert leftovers(client) == []
+    graded = {line["key"] for line in map(json.loads, ledger.read_text().splitlines())
+              if line["result"]["reward"] is not None}
+    assert 2 <= len(graded) < 12
+
+    assert verify(run, toy, "--samples", "2").returncode == 0
+    report = json.loads((run / "report.json").read_text())["verify"]
+    assert (report["branches"]["resumed"], report["branches"]["run"]) == (len(graded), 12 - len(graded))
+    lines = [json.loads(line) for line in ledger.read_text().splitlines()]
+    assert sorted(line["key"] for line in lines if line["result"]["reward"] is not None) == sorted(
+        {line["key"] for line in lines})                       # every branch graded once, none twice
+    assert (report["verified"], report["flipped"], report["tied"]) == (1, 1, 1)
+    assert leftovers(client) == []

@@ -51,20 +51,25 @@ def ledger_line(job: BranchJob, result: BranchResult, state_id: str) -> dict[str
 
 
 class Ledger:
-    """Appends lines to branches.jsonl, each redacted by `redact` and flushed at once."""
+    """Appends lines to branches.jsonl, each redacted by `redact` and flushed at once; the file is made
+    by the first line (a verification stopped before any branch ended leaves OUT as it was)."""
 
     def __init__(self, path: Path, redact: Callable[[Any], Any]) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self._redact = redact
-        self._file: IO[bytes] = open(path, "ab")
+        self._file: IO[bytes] | None = None
 
     def write(self, line: dict[str, Any]) -> None:
+        if self._file is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = open(self.path, "ab")
         self._file.write(orjson.dumps(self._redact(line)) + b"\n")
         self._file.flush()
 
     def close(self) -> None:
-        self._file.close()
+        if self._file is not None:
+            self._file.close()
+            self._file = None
 
     def __enter__(self) -> Ledger:
         return self

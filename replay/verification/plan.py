@@ -31,10 +31,10 @@ from ingestion.store import state_rows
 REASONS = {
     "no_environment": "the state does not come from a collected rollout (a session, another agent's log): "
                       "there is no environment to restore",
-    "claude_code_agent": "a rollout of the claude-code agent: its CLI cannot be resumed at a state (`claude "
-                         "--resume` continues a session only with a new user prompt, so the state's own "
-                         "request is never sent again) and its tools are the CLI's own, so the state cannot "
-                         "be restored by replaying them",
+    "claude_code_agent": "a rollout of the claude-code agent: its CLI resumes a session only with a new "
+                         "prompt (`--resume`, `--resume-session-at`), so the state's own request is never "
+                         "sent again, and the effects of its own tools (Bash included) cannot be restored "
+                         "outside it",
     "rollout_missing": "no rollout with the state's rollout id under --rollouts",
     "turn_missing": "the rollout holds no such turn (a different or truncated file)",
     "rollout_changed": "the rollout's turn is not the student action the run paired (another file under "

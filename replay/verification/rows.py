@@ -33,7 +33,8 @@ class PairCheck(BaseModel):
     chosen: Value = Value()
     rejected: Value = Value()
     difference: tuple[float, float] | None = None    # 95% interval of value_chosen - value_rejected
-    restore_mismatches: int = 0
+    restore_mismatches: int = 0            # replayed observations that differed from the record
+    restore_volatile: int = 0              # ... in durations, clock times or dates only (not mismatches)
     max_turns: int | None = None
     branches: list[dict[str, Any]] = []    # each branch's outcome, for the view (no text but errors)
 

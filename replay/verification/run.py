@@ -127,16 +127,8 @@ def _run_branches(options: VerifyOptions, todo: list[BranchJob], done: dict[str,
 
         if options.ray:
             return run_on_ray(todo, on_done, options.ray, run_id, labels, options.ray_dashboard)
-        _sweep_left(labels, run_id)
         run_here(todo, on_done, options.workers, run_id, labels)
     return {}
-
-
-def _sweep_left(labels: dict[str, str], run_id: str) -> None:
-    """Containers an earlier verification of this folder left (a killed process) go before new ones start."""
-    from collect.cluster import sweep_on_node
-
-    sweep_on_node(labels, keep_run=run_id)
 
 
 def _settings(options: VerifyOptions, config: RunConfig, todo: list[BranchJob],

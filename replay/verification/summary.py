@@ -2,7 +2,8 @@
 
 `verify` keys (DESIGN.md): `pairs` (the run's pairs), `verified`, `flipped`, `tied`, `unverifiable` (they
 add up to `pairs`), `restore_mismatches` (replayed observations that differed from the record, over
-every branch), `rollouts` (the collected rollouts whose states were branched), `student_tokens` (prompt +
+every branch; `restore_volatile` beside it: those that differed in durations, clock times or dates
+only), `rollouts` (the collected rollouts whose states were branched), `student_tokens` (prompt +
 completion, every branch graded or not, earlier runs' included), `usd` (the student's, when it is an
 official API; a vLLM costs nothing here). Beside them: why pairs are unverifiable, the branches run,
 resumed and failed, the settings, the margin.
@@ -24,7 +25,7 @@ def check_pair(pair: Pair, results: Mapping[str, BranchResult]) -> PairCheck:
     """A pair's check from the results of its branches (keys without a result count as not graded)."""
     if pair.reason is not None:
         return PairCheck(state_id=pair.state_id, outcome="unverifiable", reason=pair.reason)
-    values, branches, mismatches = {}, [], 0
+    values, branches, mismatches, volatile = {}, [], 0, 0
     for arm in ARMS:
         jobs = pair.jobs.get(arm, [])
         rewards = [results[job.key].reward if job.key in results else None for job in jobs]
@@ -32,12 +33,13 @@ def check_pair(pair: Pair, results: Mapping[str, BranchResult]) -> PairCheck:
         for job in jobs:
             result = results.get(job.key)
             mismatches += len(result.mismatches) if result else 0
+            volatile += result.volatile if result else 0
             branches.append(_branch_entry(arm, job.sample, result))
     outcome, difference = outcome_of(values["chosen"], values["rejected"])
     return PairCheck(state_id=pair.state_id, outcome=outcome,
                      reason="branch_failed" if outcome == "unverifiable" else None,
                      chosen=values["chosen"], rejected=values["rejected"], difference=difference,
-                     restore_mismatches=mismatches,
+                     restore_mismatches=mismatches, restore_volatile=volatile,
                      max_turns=next((job.max_turns for jobs in pair.jobs.values() for job in jobs), None),
                      branches=branches)
 
@@ -60,6 +62,7 @@ def summarize(pairs: Sequence[Pair], checks: Sequence[PairCheck], results: Mappi
         "pairs": len(checks), "verified": outcomes["verified"], "flipped": outcomes["flipped"],
         "tied": outcomes["tied"], "unverifiable": outcomes["unverifiable"],
         "restore_mismatches": sum(check.restore_mismatches for check in checks),
+        "restore_volatile": sum(check.restore_volatile for check in checks),
         "rollouts": len({pair.rollout_id for pair in pairs if pair.jobs}),
         "student_tokens": sum(r.prompt_tokens + r.completion_tokens for r in mine),
         "usd": round(usd, 6),
