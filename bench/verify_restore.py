@@ -10,7 +10,9 @@ container is committed after every turn: that is what a snapshot taken while col
 collection (seconds and bytes per turn). Then, per branch and repeated:
 - replay: a fresh container of the instance image, the scrub, every recorded call run again and its
   observation compared with the record (collect/branch.py `replay_history`);
-- snapshot: a fresh container of the image committed at the state (no scrub or replay).
+- snapshot: a fresh container of the image committed at the state (no scrub or replay);
+- chosen (replay.verify, collect/snapshot.py): per branch of a state with 2 x 4 branches, the first
+  replays and commits, the seven others start from its image: (replay + one commit + 7 snapshots) / 8.
 Besides, for scale: one harness grading of the fixed patch (what every branch pays after its
 continuation). Prints medians, with `uptime` beside them. Containers and images it made are removed.
 """
@@ -98,14 +100,15 @@ def main() -> None:
         tracker = ContainerTracker()
         print(f"uptime: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
         print("| workload | depth | replay s/branch | mismatches (all repeats) | snapshot s/branch | "
-              "commit s/turn (collecting) | snapshot MB/turn |")
-        print("|---|---|---|---|---|---|---|")
+              "commit s/turn (collecting) | snapshot MB/turn | chosen s/branch (N=4) |")
+        print("|---|---|---|---|---|---|---|---|")
         try:
             for workload in COMMANDS:
                 for depth in map(int, args.depths.split(",")):
                     row = bench_one(client, config, tracker, image, workload, depth, args.repeats)
+                    chosen = (row[0] + row[3] + 7 * row[2]) / 8
                     print(f"| {workload} | {depth} | {row[0]:.2f} | {row[1]} | {row[2]:.2f} | {row[3]:.2f} | "
-                          f"{row[4]:.2f} |", flush=True)
+                          f"{row[4]:.2f} | {chosen:.2f} |", flush=True)
             graded = grading(client, config, tracker, image, Path(tmp))
             print(f"\none harness grading of the fix: {graded:.1f} s")
         finally:

@@ -15,7 +15,9 @@ A branch, in order:
 
 Restored by replaying the rollout's calls, not from snapshots taken while collecting (measured in
 bench/verify_restore.py): every rollout already collected can be branched, each restore checks itself
-against the record, and a job carries everything it needs to any Ray node (no image to ship).
+against the record, and a job carries everything it needs to any Ray node (no image to ship). The first
+branch of a state on an engine commits what it restored, and the state's other branches there start
+from that image (collect/snapshot.py): one replay per state, not one per branch.
 Must not: decide what the rewards mean (`replay.verification`), write outputs (the caller does).
 """
 
@@ -39,6 +41,7 @@ from collect.config import AgentSpec, CollectConfig, load_agent_spec
 from collect.evaluate import grade_patch
 from collect.reply import StudentReply
 from collect.runtime import ContainerTracker, ImageMissing, Interrupted, Runtime, RuntimeFailure, ensure_image
+from collect.snapshot import find_snapshot, state_lock, take_snapshot
 from collect.student import Student
 from collect.tools import Workspace, execute
 from configs import config_path
@@ -55,6 +58,7 @@ class BranchJob(BaseModel):
     """Everything one branch needs, so that it runs on any node (nothing is read from the driver's disk)."""
 
     key: str                               # stable across runs: a rerun skips a key already graded
+    state_key: str                         # the state restored (the branches of a state share it)
     rollout_id: str
     instance_id: str
     turn: int                              # the state: the rollout's turn whose reply the action replaces
@@ -87,6 +91,7 @@ class BranchResult(BaseModel):
     turns: int = 0                         # the student's turns after the action
     prompt_tokens: int = 0                 # the student's, over those turns
     completion_tokens: int = 0
+    restored: str | None = None            # replay (this branch replayed the rollout) or snapshot
     replayed: int = 0                      # recorded tool calls run again to restore the state
     mismatches: list[Mismatch] = Field(default_factory=list)
     volatile: int = 0                      # replayed observations that differed in volatile text only
@@ -165,8 +170,9 @@ def forced_reply(job: BranchJob) -> StudentReply:
     with its reasoning and token ids (so the next prompt can be checked to extend it).
 
     >>> state = TurnRecord(turn=1, messages=[], response={"role": "assistant", "content": "done"})
-    >>> job = BranchJob(key="k", rollout_id="r", instance_id="i", turn=1, arm="chosen", sample=0, image="x",
-    ...     tools=[], history=[], state=state, row={}, max_turns=1, config={},
+    >>> job = BranchJob(key="k", state_key="s", rollout_id="r", instance_id="i", turn=1, arm="chosen",
+    ...     sample=0,
+    ...     image="x", tools=[], history=[], state=state, row={}, max_turns=1, config={},
     ...     action={"role": "assistant", "content": "", "tool_calls": [{"id": "c", "type": "function",
     ...             "function": {"name": "bash", "arguments": "{}"}}]})
     >>> forced_reply(job).finish_reason, forced_reply(job.model_copy(update={"action": None})).message
@@ -249,17 +255,9 @@ def _branch(job: BranchJob, context: BranchContext, result: BranchResult) -> Non
     config = CollectConfig.model_validate(job.config)
     runtime = Runtime(context.client, config, context.tracker)
     try:
-        ensure_image(context.client, job.image, config.pull)
-        runtime.start(job.image, context.run_id, job.instance_id, labels=context.labels,
-                      attempt=f".{job.key[:12]}{context.attempt}")
-    except ImageMissing as exc:
-        result.error_kind, result.error = "image_not_found", str(exc)
-        return
-    except RuntimeFailure as exc:
-        result.error_kind, result.error = "container_error", str(exc)
-        return
-    try:
-        patch = _restore_and_act(job, context, config, runtime, result)
+        with state_lock(context.run_id, job.state_key):   # the state's other branches wait for its restore
+            restored = _restore(job, context, config, runtime, result)
+        patch = _act(job, context, config, runtime, result) if restored else None
     finally:
         runtime.remove()
     if patch is None or context.stop.is_set():
@@ -273,18 +271,42 @@ def _branch(job: BranchJob, context: BranchContext, result: BranchResult) -> Non
         result.error_kind, result.error = "evaluation_error", grade.error
 
 
-def _restore_and_act(job: BranchJob, context: BranchContext, config: CollectConfig, runtime: Runtime,
-                     result: BranchResult) -> str | None:
-    """Steps 1-4 in the started container; the patch to grade, or None (the result says why)."""
+def _restore(job: BranchJob, context: BranchContext, config: CollectConfig, runtime: Runtime,
+             result: BranchResult) -> bool:
+    """Steps 1-2: a container of the state, from this engine's snapshot of it or by replaying the
+    rollout (then kept as the snapshot); False when it failed (the result says why)."""
+    snapshot = find_snapshot(context.client, context.run_id, job.state_key)
+    try:
+        if snapshot is None:
+            ensure_image(context.client, job.image, config.pull)
+        runtime.start(snapshot or job.image, context.run_id, job.instance_id, labels=context.labels,
+                      attempt=f".{job.key[:12]}{context.attempt}")
+    except ImageMissing as exc:
+        result.error_kind, result.error = "image_not_found", str(exc)
+        return False
+    except RuntimeFailure as exc:
+        result.error_kind, result.error = "container_error", str(exc)
+        return False
+    if snapshot is not None:               # scrubbed and replayed by the branch that committed it
+        result.restored = "snapshot"
+        return True
     check = scrub(runtime, job.base_commit, "none")
     if not check.ok:
         result.error_kind, result.error = "answer_key_visible", f"{check.error} (git history of /testbed)"
-        return None
+        return False
     try:
         result.replayed, result.mismatches, result.volatile = replay_history(runtime, job.history)
     except RuntimeFailure as exc:
         result.error_kind, result.error = "runtime_error", f"restoring the state: {exc}"
-        return None
+        return False
+    result.restored = "replay"
+    take_snapshot(runtime.container, context.run_id, job.state_key)
+    return True
+
+
+def _act(job: BranchJob, context: BranchContext, config: CollectConfig, runtime: Runtime,
+         result: BranchResult) -> str | None:
+    """Steps 3-4 in the restored container; the patch to grade, or None (the result says why)."""
     spec = load_agent_spec()
     state_spec = StateSpec(**{**spec.model_dump(), "tools": job.tools}, start=job.state.messages)
     student = _Forced(context.student(config, spec.think_tags), forced_reply(job))

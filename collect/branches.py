@@ -5,6 +5,8 @@ arrival, one at a time (it writes them down: a rerun then skips what is graded).
 students are probed (collect/probe.py), from a node that will run branches with `--ray`: a server no
 branch could use is one CollectError. Every container carries the run's labels and none outlives the run:
 each branch removes its own, the run sweeps its labels at the end and on Ctrl-C (every node with --ray).
+A state's snapshot (collect/snapshot.py) is removed once its last branch has ended, and every one of the
+run's at its end.
 
 With --ray: one task per branch (a CPU and a `docker` unit, as a rollout); a node lost mid-branch has its
 tasks run again elsewhere (collect.on_ray.RETRIES times at most), and only the attempt Ray returns is
@@ -19,6 +21,7 @@ import secrets
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,6 +29,7 @@ from typing import Any
 from collect.branch import BranchContext, BranchJob, BranchResult, run_branch
 from collect.config import CollectConfig, CollectError, load_agent_spec
 from collect.runtime import LABEL, docker_client, sweep
+from collect.snapshot import forget, remove_on_node, remove_snapshots
 
 log = logging.getLogger("collect")
 Done = Callable[[BranchJob, BranchResult], None]
@@ -80,6 +84,9 @@ def run_here(jobs: Sequence[BranchJob], on_done: Done, workers: int, run_id: str
     client = docker_client(config.model_copy(update={"workers": workers}))
     if left := sweep_labelled(client, labels or {}, keep_run=run_id):
         log.info("removed %d containers an earlier verification of this folder left", left)
+    if labels:
+        remove_snapshots(client, labels, keep_run=run_id)
+    remaining = Counter(job.state_key for job in jobs)     # a state's snapshot goes with its last branch
     with tempfile.TemporaryDirectory(prefix="teacher-replay-verify-") as scratch:
         context = BranchContext(client, run_id, Path(scratch) / "eval_logs", labels=dict(labels or {}))
         use_log_dir(context.log_dir)
@@ -99,6 +106,10 @@ def run_here(jobs: Sequence[BranchJob], on_done: Done, workers: int, run_id: str
                     return                 # interrupted: not a branch's outcome
                 with lock:
                     on_done(job, result)
+                    remaining[job.state_key] -= 1
+                    last = not remaining[job.state_key]
+                if last:
+                    remove_snapshots(client, {LABEL: run_id}, state_key=job.state_key)
 
         threads = [threading.Thread(target=work, name=f"verify-{n}", daemon=True)
                    for n in range(min(workers, len(jobs)))]
@@ -117,6 +128,8 @@ def run_here(jobs: Sequence[BranchJob], on_done: Done, workers: int, run_id: str
             raise
         finally:
             sweep(client, run_id)          # nothing of this run outlives it, whatever happened
+            remove_snapshots(client, {LABEL: run_id})
+            forget(run_id)
 
 
 def sweep_labelled(client: Any, labels: dict[str, str], keep_run: str) -> int:
@@ -196,14 +209,19 @@ def _on_ray(jobs: Sequence[BranchJob], on_done: Done, run_id: str, labels: dict[
     left = sweep_nodes(labels, keep_run=run_id)            # what a lost node or a killed driver left
     if left:
         log.info("removed %d containers an earlier verification of this run left", left)
+    _on_every_node(labels, run_id)
     task = ray.remote(num_cpus=1, resources={DOCKER: 1}, max_retries=RETRIES)(branch_on_node)
     pending = {task.remote(job.model_dump(mode="json"), run_id, labels): job for job in jobs}
+    remaining, removals = Counter(job.state_key for job in jobs), []
     try:
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
             for ref in ready:
                 job = pending.pop(ref)
                 on_done(job, _receive(ref, job))
+                remaining[job.state_key] -= 1
+                if not remaining[job.state_key]:     # the state's snapshots go with its last branch
+                    removals += _on_every_node({LABEL: run_id}, state_key=job.state_key, wait=False)
     except KeyboardInterrupt:
         for ref in pending:
             ray.cancel(ref)                # KeyboardInterrupt in the task: it removes its container
@@ -216,6 +234,35 @@ def _on_ray(jobs: Sequence[BranchJob], on_done: Done, run_id: str, labels: dict[
         raise
     finally:
         sweep_nodes({LABEL: run_id})       # nothing of this run outlives it, on any node still there
+        _wait(removals)
+        _on_every_node({LABEL: run_id})
+
+
+def _on_every_node(labels: dict[str, str], keep_run: str | None = None, state_key: str | None = None,
+                   wait: bool = True) -> list[Any]:
+    """`collect.snapshot.remove_on_node` on every alive docker node; its task refs when not waited for."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    from collect.cluster import docker_nodes
+
+    task = ray.remote(num_cpus=0, max_retries=0)(remove_on_node)
+    refs = [task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False))
+            .remote(labels, keep_run, state_key) for node in docker_nodes()]
+    if wait:
+        _wait(refs)
+        return []
+    return refs
+
+
+def _wait(refs: list[Any]) -> None:
+    import ray
+
+    for ref in refs:
+        try:
+            ray.get(ref, timeout=120)
+        except Exception as exc:  # noqa: BLE001 - a node lost now: the next verification removes its images
+            log.warning("a node could not remove its snapshots: %s", _first_line(exc))
 
 
 def _receive(ref: Any, job: BranchJob) -> BranchResult:

@@ -40,9 +40,10 @@ def ledger_line(job: BranchJob, result: BranchResult, state_id: str) -> dict[str
     """What the ledger keeps of a branch: where it started, which action, and how it ended.
 
     >>> from ingestion.rollout_format import TurnRecord
-    >>> job = BranchJob(key="k", rollout_id="r", instance_id="i", turn=2, arm="chosen", sample=1, image="x",
-    ...     tools=[], history=[], state=TurnRecord(turn=2, messages=[], response={}), row={}, max_turns=3,
-    ...     config={})
+    >>> job = BranchJob(key="k", state_key="s", rollout_id="r", instance_id="i", turn=2, arm="chosen",
+    ...     sample=1,
+    ...     image="x", tools=[], history=[], state=TurnRecord(turn=2, messages=[], response={}), row={},
+    ...     max_turns=3, config={})
     >>> sorted(ledger_line(job, BranchResult(key="k", reward=1.0), "s"))
     ['arm', 'key', 'result', 'rollout_id', 'sample', 'state_id', 'turn']
     """

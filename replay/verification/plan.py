@@ -214,8 +214,10 @@ def _add_jobs(pair: Pair, header: RolloutHeader, turns: list[TurnRecord], chosen
     student = {key: config.get(key) for key in ("student_model", "student_provider", "temperature", "top_p",
                                                   "max_tokens", "reasoning_echo")}
     limits = {key: config[key] for key in ("command_timeout", "output_limit")}
+    state_key = branch_key(header.rollout_id, pair.turn, limits)
     for arm, action in (("chosen", chosen), ("rejected", None)):
         pair.jobs[arm] = [BranchJob(
+            state_key=state_key,
             key=branch_key(header.rollout_id, pair.turn, action or "student", sample, max_turns, student,
                            limits),
             rollout_id=header.rollout_id, instance_id=header.instance_id, turn=pair.turn, arm=arm,

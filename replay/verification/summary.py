@@ -48,7 +48,8 @@ def _branch_entry(arm: str, sample: int, result: BranchResult | None) -> dict[st
     if result is None:
         return {"arm": arm, "sample": sample, "reward": None, "error_kind": "not_run"}
     return {"arm": arm, "sample": sample, "reward": result.reward, "exit_status": result.exit_status,
-            "turns": result.turns, "replayed": result.replayed, "mismatches": len(result.mismatches),
+            "turns": result.turns, "restored": result.restored, "replayed": result.replayed,
+            "mismatches": len(result.mismatches),
             "error_kind": result.error_kind, "error": result.error, "node": result.node}
 
 

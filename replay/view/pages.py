@@ -72,20 +72,22 @@ def state_record(row: dict[str, Any], decision: Decision, context: dict[str, Any
 
 def verified_item(check: dict[str, Any] | None) -> dict[str, Any] | None:
     """A pair's check (a line of verify/values.jsonl) as the state page draws it: the outcome, each action's
-    value and interval, and each branch as [action, sample, reward, how it ended, turns, mismatches, error].
+    value and interval, and each branch as [action, sample, reward, how it ended, turns, restored by,
+    mismatches, error].
 
     >>> item = verified_item({"outcome": "verified", "chosen": {"value": 1.0, "interval": [0.34, 1.0]},
     ...     "rejected": {"value": 0.0, "interval": [0.0, 0.66]}, "difference": [0.07, 1.0], "branches": [
     ...     {"arm": "chosen", "sample": 0, "reward": 1.0, "exit_status": "submitted", "turns": 2}]})
     >>> item["branches"], item["chosen"]
-    ([['chosen', 0, 1.0, 'submitted', 2, 0, '']], [1.0, [0.34, 1.0]])
+    ([['chosen', 0, 1.0, 'submitted', 2, None, 0, '']], [1.0, [0.34, 1.0]])
     """
     if not check:
         return None
     value = {arm: [(check.get(arm) or {}).get("value"), (check.get(arm) or {}).get("interval")]
              for arm in ("chosen", "rejected")}
     branches = [[b.get("arm"), b.get("sample"), b.get("reward"), b.get("exit_status") or b.get("error_kind"),
-                 b.get("turns", 0), b.get("mismatches", 0), cut(str(b.get("error") or ""), 300)]
+                 b.get("turns", 0), b.get("restored"), b.get("mismatches", 0),
+                 cut(str(b.get("error") or ""), 300)]
                 for b in check.get("branches") or ()]
     return {"outcome": check.get("outcome"), "reason": check.get("reason"), **value,
             "difference": check.get("difference"), "mismatches": check.get("restore_mismatches", 0),
@@ -158,7 +160,8 @@ def overview_page(run: RunOutputs, index: Index, matrix: Any, plot: str | None) 
             "matrix": matrix, "ablation_rows": run.ablation_rows, "ablation_columns": columns,
             "ablation_plot": plot, "teacher_rows": run.teacher_rows, "teacher_columns": _teacher_columns(
                 run.teacher_rows), "frontier_plot": FRONTIER if run.frontier_plot else None,
-            "recommended": run.recommended}
+            "recommended": run.recommended,
+            "verify": report.get("verify") if isinstance(report.get("verify"), dict) else None}
 
 
 FRONTIER = "frontier.png"

@@ -113,8 +113,8 @@
       if (v.branches.length) {
         var table = add(main, el("table", "list")); table.id = "branches";
         var head = add(table, el("tr"));
-        ["action", "sample", "reward", "ended", "turns", "mismatches", "error"].forEach(function (h) { add(head, el("th", null, h)); });
-        v.branches.forEach(function (b) {           // [action, sample, reward, ended, turns, mismatches, error]
+        ["action", "sample", "reward", "ended", "turns", "restored by", "mismatches", "error"].forEach(function (h) { add(head, el("th", null, h)); });
+        v.branches.forEach(function (b) {           // [action, sample, reward, ended, turns, restored by, mismatches, error]
           var tr = add(table, el("tr"));
           b.forEach(function (x) { add(tr, el("td", null, x === null ? "—" : String(x))); });
         });
