@@ -104,7 +104,7 @@ def shows_each_branch(run: Path, tmp_path: Path) -> None:
     page = dump_dom(state_url(run, number), tmp_path / "profile")
     assert "Checked by the environment" in page and page.count("<td>submitted</td>") == 4
     overview = dump_dom((run / "view/index.html").as_uri(), tmp_path / "profile")
-    assert re.search(r'id="verify".*verified <b>1</b> · flipped <b>1</b> · tied <b>1</b>', overview)
+    assert re.search(r'id="verify".*verified <b>1</b> · flipped <b>1</b> · tied <b>1</b>', overview, re.S)
 
 
 def test_each_pair_comes_out_as_scripted(tmp_path: Path, client: Any, toy: Toy) -> None:

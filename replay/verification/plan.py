@@ -139,9 +139,12 @@ def branch_key(*parts: Any) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
 
-def plan_pairs(run: Path, rollouts: Path, instances: Path | None, settings: Settings) -> list[Pair]:
-    """Every pair of the run, checkable or not (with why), and the jobs of those that are."""
-    actions = pair_actions(run)
+def plan_pairs(run: Path, rollouts: Path, instances: Path | None, settings: Settings,
+               only: set[str] | None = None) -> list[Pair]:
+    """Every pair of the run (among the states `only` names), checkable or not (with why), and the jobs
+    of those that are."""
+    actions = {state_id: action for state_id, action in pair_actions(run).items()
+               if only is None or state_id in only}
     files = index_rollouts(rollouts)
     rows = _instance_rows(instances) if instances is not None else {}
     pairs: list[Pair] = []

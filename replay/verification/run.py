@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -60,8 +61,18 @@ def read_config(run: Path) -> RunConfig:
         raise VerifyError(f"--run {run}: its run.json cannot be read by this version ({exc})") from None
 
 
-def plan(options: VerifyOptions) -> tuple[RunConfig, list[Pair], dict[str, BranchResult], list[BranchJob]]:
-    """The run's settings, its pairs, the results graded already and the jobs left to run."""
+@dataclass
+class Plan:
+    config: RunConfig
+    rows: list[dict[str, Any]]             # the run's own rows (replay.verification.outputs.run_rows)
+    fresh: bool                            # ... read from a pairs.jsonl replay.run wrote since
+    pairs: list[Pair]                      # the pairs among them, checkable or not
+    done: dict[str, BranchResult]          # the ledger: every branch that ended, by key
+    todo: list[BranchJob]                  # the branches not graded yet
+
+
+def plan(options: VerifyOptions) -> Plan:
+    """The run's settings and rows, the pairs in them, the results graded already and the jobs left."""
     config = read_config(options.run)
     if config.pool is None or config.dry_run:
         raise VerifyError(f"--run {options.run}: a dry run has no pairs (run replay.run with --teachers)")
@@ -69,20 +80,23 @@ def plan(options: VerifyOptions) -> tuple[RunConfig, list[Pair], dict[str, Branc
                         api_key=options.api_key, command_timeout=options.command_timeout,
                         output_limit=options.output_limit, eval_timeout=options.eval_timeout,
                         mem_limit=options.mem_limit, cpus=options.cpus)
-    pairs = plan_pairs(options.run, options.rollouts, options.instances, settings)
+    rows, fresh = run_rows(options.run)    # a pair the run's export left out (pre-flight) is not checked
+    pairs = plan_pairs(options.run, options.rollouts, options.instances, settings,
+                       only={row["state_id"] for row in rows})
     if options.instances is None and any(pair.reason == "instance_missing" for pair in pairs):
         raise VerifyError("--instances FILE is needed: the harness grades each branch with the instance's "
                           "row (the file the rollouts were collected from)")
     done = read_ledger(options.run / VERIFY_DIR / BRANCHES_FILE)
     todo = [job for pair in pairs for arm in ARMS for job in pair.jobs.get(arm, [])
             if not (job.key in done and done[job.key].graded)]
-    return config, pairs, done, todo
+    return Plan(config, rows, fresh, pairs, done, todo)
 
 
 def verify(options: VerifyOptions, console: Console | None = None) -> dict[str, Any]:
     """The whole verification; report.json's `verify` (or, with --dry-run, what it would take)."""
     console = console or Console(stderr=True)
-    config, pairs, done, todo = plan(options)
+    made = plan(options)
+    config, pairs, done, todo = made.config, made.pairs, made.done, made.todo
     if options.dry_run:
         return {"dry_run": True, **estimate(pairs, len(todo))}
     redact = _redactor(config)
@@ -98,13 +112,12 @@ def verify(options: VerifyOptions, console: Console | None = None) -> dict[str, 
     checks = [check_pair(pair, done) for pair in pairs]
     run_figures = _settings(options, config, todo, done, resumed) | ({"ray": figures} if figures else {})
     summary = summarize(pairs, checks, done, run_figures, _student_usd(pairs, done))
-    rows, fresh = run_rows(options.run)
     by_state = {check.state_id: check for check in checks}
-    annotated = annotate(rows, by_state, config.export.format, students_by_state(pairs))
+    annotated = annotate(made.rows, by_state, config.export.format, students_by_state(pairs))
     if options.verified_only:
         annotated = keep_verified(annotated)
     summary["rows"] = len(annotated)
-    write_outputs(options.run, config, annotated, checks, summary, redact, rows if fresh else None)
+    write_outputs(options.run, config, annotated, checks, summary, redact, made.rows if made.fresh else None)
     return summary
 
 
