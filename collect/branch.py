@@ -275,6 +275,8 @@ def _restore(job: BranchJob, context: BranchContext, config: CollectConfig, runt
              result: BranchResult) -> bool:
     """Steps 1-2: a container of the state, from this engine's snapshot of it or by replaying the
     rollout (then kept as the snapshot); False when it failed (the result says why)."""
+    if context.stop.is_set():              # stopped while it waited for the state's lock: no new container
+        raise Interrupted()
     snapshot = find_snapshot(context.client, context.run_id, job.state_key)
     try:
         if snapshot is None:

@@ -86,33 +86,10 @@ def run_here(jobs: Sequence[BranchJob], on_done: Done, workers: int, run_id: str
         log.info("removed %d containers an earlier verification of this folder left", left)
     if labels:
         remove_snapshots(client, labels, keep_run=run_id)
-    remaining = Counter(job.state_key for job in jobs)     # a state's snapshot goes with its last branch
     with tempfile.TemporaryDirectory(prefix="teacher-replay-verify-") as scratch:
         context = BranchContext(client, run_id, Path(scratch) / "eval_logs", labels=dict(labels or {}))
         use_log_dir(context.log_dir)
-        pending: queue.SimpleQueue[BranchJob] = queue.SimpleQueue()
-        for job in jobs:
-            pending.put(job)
-        lock = threading.Lock()
-
-        def work() -> None:
-            while not context.stop.is_set():
-                try:
-                    job = pending.get_nowait()
-                except queue.Empty:
-                    return
-                result = run_branch(job, context)
-                if context.stop.is_set():
-                    return                 # interrupted: not a branch's outcome
-                with lock:
-                    on_done(job, result)
-                    remaining[job.state_key] -= 1
-                    last = not remaining[job.state_key]
-                if last:
-                    remove_snapshots(client, {LABEL: run_id}, state_key=job.state_key)
-
-        threads = [threading.Thread(target=work, name=f"verify-{n}", daemon=True)
-                   for n in range(min(workers, len(jobs)))]
+        threads = _workers(jobs, on_done, workers, context)
         try:
             for thread in threads:
                 thread.start()
@@ -130,6 +107,36 @@ def run_here(jobs: Sequence[BranchJob], on_done: Done, workers: int, run_id: str
             sweep(client, run_id)          # nothing of this run outlives it, whatever happened
             remove_snapshots(client, {LABEL: run_id})
             forget(run_id)
+
+
+def _workers(jobs: Sequence[BranchJob], on_done: Done, workers: int,
+             context: BranchContext) -> list[threading.Thread]:
+    """Threads that take jobs in turn until none is left or the run stops; daemons, so a branch stuck in
+    a long student request does not keep an interrupted process alive."""
+    pending: queue.SimpleQueue[BranchJob] = queue.SimpleQueue()
+    for job in jobs:
+        pending.put(job)
+    remaining = Counter(job.state_key for job in jobs)     # a state's snapshot goes with its last branch
+    lock = threading.Lock()
+
+    def work() -> None:
+        while not context.stop.is_set():
+            try:
+                job = pending.get_nowait()
+            except queue.Empty:
+                return
+            result = run_branch(job, context)
+            if context.stop.is_set():
+                return                     # interrupted: not a branch's outcome
+            with lock:
+                on_done(job, result)
+                remaining[job.state_key] -= 1
+                last = not remaining[job.state_key]
+            if last:
+                remove_snapshots(context.client, {LABEL: context.run_id}, state_key=job.state_key)
+
+    return [threading.Thread(target=work, name=f"verify-{n}", daemon=True)
+            for n in range(min(workers, len(jobs)))]
 
 
 def sweep_labelled(client: Any, labels: dict[str, str], keep_run: str) -> int:
