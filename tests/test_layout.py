@@ -22,7 +22,7 @@ ALLOWED = {
     "consensus": {"ingestion", "configs"},
     "teachers": {"ingestion", "configs"},
     "collect": {"ingestion", "configs"},
-    "replay": {"ingestion", "teachers", "consensus", "configs"},
+    "replay": {"ingestion", "teachers", "consensus", "collect", "configs"},   # collect: replay.verify
 }
 
 

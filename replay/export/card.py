@@ -18,6 +18,8 @@ from typing import Any
 from replay.decide.hindsight import hindsight_lines
 from replay.options import RunConfig
 from replay.rundir.report import Report
+from replay.verification.card import COLUMN_DOCS as VERIFY_DOCS
+from replay.verification.card import verify_lines
 
 COLUMN_DOCS = {
     "prompt": "the context before the turn: OpenAI chat messages (system prompt first; tool calls with "
@@ -47,6 +49,7 @@ COLUMN_DOCS = {
     "verdict": "the state's verdict: `pair` (student differs from the consensus), `agree`, `abstained` "
                "(no consensus)",
     "completion_from": "`consensus` or `student`",
+    **VERIFY_DOCS,
 }
 _SIZES = ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M"))
 _PROVENANCE = (("sources", "Sources"), ("student_models", "Student models"), ("teachers", "Teachers"),
@@ -55,7 +58,7 @@ _PROVENANCE = (("sources", "Sources"), ("student_models", "Student models"), ("t
 _KNOWN = {key for key, _ in _PROVENANCE} | {"pairs", "counts", "cost_usd", "command", "pretty_name",
                                            "license", "lengths", "templates", "max_length", "splits",
                                            "columns", "confidence", "unpriced", "format", "rows",
-                                           "hindsight"}
+                                           "hindsight", "verify"}
 _INTRO = {
     "dpo": """DPO preference pairs made by teacher-replay: at each assistant turn of an agent trace, a pool of
 teacher LLMs answered; their consensus is `chosen`, the student's real action is `rejected`.""",
@@ -247,6 +250,7 @@ def card_text(info: Mapping[str, Any]) -> str:
     lines += [f"| {k} | {_show(v)} |" for k, v in counts.items() if k != "pairs"]
     lines += confidence_lines(info.get("confidence"))
     lines += hindsight_lines(info.get("hindsight"))
+    lines += verify_lines(info.get("verify"))
     if splits := info.get("splits"):
         lines += ["", "Splits (grouped by `trace_id`, no trace in two splits): " + _show(splits) + "."]
     lines += ["", "## Columns", "", "| column | what |", "|---|---|"]

@@ -44,11 +44,14 @@ def pair_features():
     return format_features("dpo")
 
 
-def format_features(fmt: str):
-    """The datasets Features of a row of `fmt` (column order = `replay.export.formats.COLUMNS[fmt]`).
+def format_features(fmt: str, extra: tuple[str, ...] = ()):
+    """The datasets Features of a row of `fmt` (column order = `replay.export.formats.COLUMNS[fmt]`, then
+    `extra`: `replay.verify`'s columns).
 
     >>> format_features("kto")["label"], format_features("sft")["completion"]
     (Value('bool'), List(Json(decode=True)))
+    >>> format_features("dpo", ("value_chosen", "verified"))["verified"]
+    Value('bool')
     """
     from datasets import Features, Json, List, Value
 
@@ -61,14 +64,17 @@ def format_features(fmt: str):
         "votes": Json(), "agreement": Value("float64"), "method": Value("string"),
         "cost_usd": Value("float64"), "match": Value("string"), "preflight": Json(),
         "student_outcome": Value("string"), "verdict": Value("string"), "completion_from": Value("string"),
+        "value_chosen": Value("float64"), "value_rejected": Value("float64"), "verified": Value("bool"),
+        "flipped": Value("bool"), "verification": Json(),
     }
-    return Features({column: known[column] for column in COLUMNS[fmt]})
+    return Features({column: known[column] for column in (*COLUMNS[fmt], *extra)})
 
 
 JsonMemo = dict[int, tuple[Any, list[str]]]
 
 
-def rows_to_dataset(rows: list[dict[str, Any]], memo: JsonMemo | None = None, fmt: str = "dpo"):
+def rows_to_dataset(rows: list[dict[str, Any]], memo: JsonMemo | None = None, fmt: str = "dpo",
+                    extra: tuple[str, ...] = ()):
     """An in-memory Dataset of rows of `fmt` (pairs by default); a missing column is an error, not a
     column of nulls.
 
@@ -82,13 +88,13 @@ def rows_to_dataset(rows: list[dict[str, Any]], memo: JsonMemo | None = None, fm
     import pyarrow as pa
     from datasets import Dataset, DatasetInfo
 
-    names = COLUMNS[fmt]
+    names = (*COLUMNS[fmt], *extra)
     for number, row in enumerate(rows):
-        missing, extra = set(names) - set(row), set(row) - set(names)
-        if missing or extra:
+        missing, unknown = set(names) - set(row), set(row) - set(names)
+        if missing or unknown:
             raise ExportError(f"{fmt} row {number}: missing columns {sorted(missing)}, "
-                              f"unknown columns {sorted(extra)}")
-    features = format_features(fmt)
+                              f"unknown columns {sorted(unknown)}")
+    features = format_features(fmt, extra)
     memo = {} if memo is None else memo
     columns = {column: _arrow_column(features[column], [row[column] for row in rows], memo)
                for column in names}
@@ -164,13 +170,13 @@ def split_by_trace(rows: list[dict[str, Any]], test_share: float) -> dict[str, l
 
 def export_dataset(rows: Iterable[dict[str, Any]], out_dir: str | Path, memo: JsonMemo | None = None,
                    test_split: float | None = None, fmt: str = "dpo",
-                   held_out: Collection[str] | None = None):
+                   held_out: Collection[str] | None = None, extra: tuple[str, ...] = ()):
     """Write `out_dir/dataset` and `out_dir/pairs.jsonl` atomically; returns the dataset loaded from disk.
 
     With `test_split`, `dataset` is a DatasetDict of `train` and `test` (see `split_by_trace`); with
     `held_out` (trace ids: `replay.ablate` keeps the run's), `test` holds those traces' rows.
     pairs.jsonl keeps every row in input order either way (the rows of `fmt`: KTO and SFT rows too,
-    under the same name)."""
+    under the same name). `extra`: columns beyond the format's (`replay.verify`'s)."""
     from datasets import DatasetDict, load_from_disk
 
     out = Path(out_dir)
@@ -181,12 +187,12 @@ def export_dataset(rows: Iterable[dict[str, Any]], out_dir: str | Path, memo: Js
     try:
         if test_split is None and held_out is None:
             # datasets 5.2 writes an empty dataset as zero shards, which load_from_disk cannot read back.
-            rows_to_dataset(rows, memo, fmt).save_to_disk(str(tmp), num_shards=1 if not rows else None)
+            rows_to_dataset(rows, memo, fmt, extra).save_to_disk(str(tmp), num_shards=1 if not rows else None)
         else:
             splits = split_by_trace(rows, test_split) if held_out is None else {
                 "train": [r for r in rows if r["trace_id"] not in held_out],
                 "test": [r for r in rows if r["trace_id"] in held_out]}
-            parts = {name: rows_to_dataset(part, memo, fmt) for name, part in splits.items()}
+            parts = {name: rows_to_dataset(part, memo, fmt, extra) for name, part in splits.items()}
             DatasetDict(parts).save_to_disk(
                 str(tmp), num_shards={name: 1 for name, part in splits.items() if not part} or None)
         replace_dir(tmp, out / "dataset")

@@ -93,7 +93,8 @@ def _build(run: RunOutputs, work: Path) -> list[tuple[str, int, int]]:
                 _add_forms(forms, state_id, seen)
             index.add(number, row, decision)
             context = items.context(row["segment"], segments.messages, row["messages"])
-            records.add(number, row["trace_id"], state_record(row, decision, context))
+            records.add(number, row["trace_id"], state_record(row, decision, context,
+                                                              run.verification.get(state_id)))
         except (KeyError, TypeError, AttributeError, IndexError, ValueError) as error:
             raise ViewError(f"{run.folder}: state {number + 1} of states.jsonl: it, its answers or its "
                             f"verdict are not what replay.run writes ({type(error).__name__}: {error})") \

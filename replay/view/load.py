@@ -30,6 +30,7 @@ EVAL_DIR, EVAL_JSON, EVAL_PLOT = "eval", "eval.json", "eval.png"   # replay.eval
 _PRICE = re.compile(r"#price=[^#\s]+$")     # teachers.registry's price suffix
 # What the viewer keeps of a pairs.jsonl row (a judge's choice is only known from it): never the prompt.
 PAIR_KEYS = ("state_id", "chosen", "winner_teachers", "teachers", "agreement", "votes", "method")
+VERIFY_VALUES = Path("verify") / "values.jsonl"    # replay.verify: each pair's check and its branches
 
 
 class ViewError(ReplayError):
@@ -54,6 +55,7 @@ class RunOutputs:
     evaluation: dict[str, Any] | None = None                           # replay.eval's eval.json
     eval_stale: bool = False          # eval.json was scored against another verdicts.jsonl than the run's
     eval_plot: Path | None = None
+    verification: dict[str, dict[str, Any]] = field(default_factory=dict)   # replay.verify: per pair
 
     @property
     def teachers(self) -> str | None:
@@ -103,6 +105,8 @@ def load_run(folder: Path) -> RunOutputs:
         outputs.unselected = set(selection.get("unselected") or ())
     if outputs.method == "judge" and (folder / PAIRS_FILE).is_file():
         outputs.judged_pairs = _pair_rows(folder / PAIRS_FILE)
+    if isinstance(outputs.report.get("verify"), dict):   # report.json says the verification is this run's
+        outputs.verification = _rows_by_state(folder / VERIFY_VALUES)
     ablation = folder / ABLATION_DIR
     if (ablation / ABLATION_TABLE).is_file():
         with open(ablation / ABLATION_TABLE, newline="", encoding="utf-8") as handle:
@@ -192,6 +196,18 @@ def _answers(path: Path) -> dict[str, list[dict[str, Any]]]:
             except (orjson.JSONDecodeError, KeyError, TypeError) as error:
                 raise ViewError(f"{path}:{number}: not a teacher answer ({error})") from error
     return answers
+
+
+def _rows_by_state(path: Path) -> dict[str, dict[str, Any]]:
+    """A JSONL file's rows by their state id (none when it is absent)."""
+    rows = {}
+    if path.is_file():
+        with open(path, "rb") as handle:
+            for line in handle:
+                if line.strip():
+                    row = orjson.loads(line)
+                    rows[row["state_id"]] = row
+    return rows
 
 
 def _pair_rows(path: Path) -> dict[str, dict[str, Any]]:

@@ -30,11 +30,13 @@ class RunInfo:
     command: str = ""
 
 
-def state_record(row: dict[str, Any], decision: Decision, context: dict[str, Any]) -> dict[str, Any]:
+def state_record(row: dict[str, Any], decision: Decision, context: dict[str, Any],
+                 verification: dict[str, Any] | None = None) -> dict[str, Any]:
     """Everything a state's page shows, as JSON data that `assets/state.js` draws as text: the state's
     row of states.jsonl, its decision, and its context's place in data/ (`TraceItems.context`). Display
     items are `content.action_item` lists: [role, text, note, [[tool, arguments], ...]]. `prev` and
-    `next` (the trace's turns before and after) are filled in by `records.StateRecords`.
+    `next` (the trace's turns before and after) are filled in by `records.StateRecords`; `verify` is the
+    pair's check by `replay.verify` (`verified_item`), when there is one.
 
     >>> row = {"state_id": "s", "trace_id": "t", "turn": 0,
     ...        "student_action": {"content": "<script>x</script>"},
@@ -64,7 +66,32 @@ def state_record(row: dict[str, Any], decision: Decision, context: dict[str, Any
         "failed": [action_item(None, _who(p), p.get("error")) for p in decision.proposals
                    if p.get("action") is None],
         "excluded": decision.excluded, "prev": None, "next": None, "context": context,
+        "verify": verified_item(verification),
     }
+
+
+def verified_item(check: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A pair's check (a line of verify/values.jsonl) as the state page draws it: the outcome, each action's
+    value and interval, and each branch as [action, sample, reward, how it ended, turns, restored by,
+    mismatches, error].
+
+    >>> item = verified_item({"outcome": "verified", "chosen": {"value": 1.0, "interval": [0.34, 1.0]},
+    ...     "rejected": {"value": 0.0, "interval": [0.0, 0.66]}, "difference": [0.07, 1.0], "branches": [
+    ...     {"arm": "chosen", "sample": 0, "reward": 1.0, "exit_status": "submitted", "turns": 2}]})
+    >>> item["branches"], item["chosen"]
+    ([['chosen', 0, 1.0, 'submitted', 2, None, 0, '']], [1.0, [0.34, 1.0]])
+    """
+    if not check:
+        return None
+    value = {arm: [(check.get(arm) or {}).get("value"), (check.get(arm) or {}).get("interval")]
+             for arm in ("chosen", "rejected")}
+    branches = [[b.get("arm"), b.get("sample"), b.get("reward"), b.get("exit_status") or b.get("error_kind"),
+                 b.get("turns", 0), b.get("restored"), b.get("mismatches", 0),
+                 cut(str(b.get("error") or ""), 300)]
+                for b in check.get("branches") or ()]
+    return {"outcome": check.get("outcome"), "reason": check.get("reason"), **value,
+            "difference": check.get("difference"), "mismatches": check.get("restore_mismatches", 0),
+            "branches": branches}
 
 
 def groups(decision: Decision) -> list[dict[str, Any]]:
@@ -134,7 +161,8 @@ def overview_page(run: RunOutputs, index: Index, matrix: Any, plot: str | None) 
             "ablation_plot": plot, "teacher_rows": run.teacher_rows, "teacher_columns": _teacher_columns(
                 run.teacher_rows), "frontier_plot": FRONTIER if run.frontier_plot else None,
             "recommended": run.recommended, "evaluation": evaluation_context(
-                run.evaluation, run.eval_stale, EVAL_PLOT if run.eval_plot else None)}
+                run.evaluation, run.eval_stale, EVAL_PLOT if run.eval_plot else None),
+            "verify": report.get("verify") if isinstance(report.get("verify"), dict) else None}
 
 
 EVAL_PLOT = "eval.png"

@@ -101,6 +101,25 @@
         add(t, el("pre", "text", rec.thinking));
       }
     }
+    if (rec.verify) {                              // replay.verify: what happened next, per branch
+      var v = rec.verify;
+      add(main, el("h2", null, "Checked by the environment"));
+      var vs = add(main, el("p", "meta")); vs.id = "verify";
+      add(vs, el("span", "verdict v-" + v.outcome, words(v.outcome)));
+      function shown(x) { return x[0] === null ? "no graded branch" : x[0].toFixed(2) + " [" + x[1][0] + ", " + x[1][1] + "]"; }
+      vs.appendChild(document.createTextNode(" · chosen " + shown(v.chosen) + " · rejected " + shown(v.rejected) +
+        (v.difference ? " · difference [" + v.difference[0] + ", " + v.difference[1] + "]" : "") +
+        " · restore mismatches " + v.mismatches + (v.reason ? " · " + words(v.reason) : "")));
+      if (v.branches.length) {
+        var table = add(main, el("table", "list")); table.id = "branches";
+        var head = add(table, el("tr"));
+        ["action", "sample", "reward", "ended", "turns", "restored by", "mismatches", "error"].forEach(function (h) { add(head, el("th", null, h)); });
+        v.branches.forEach(function (b) {           // [action, sample, reward, ended, turns, restored by, mismatches, error]
+          var tr = add(table, el("tr"));
+          b.forEach(function (x) { add(tr, el("td", null, x === null ? "—" : String(x))); });
+        });
+      }
+    }
     if (rec.errors.length) {
       var ul = add(main, el("ul", "errors")); ul.id = "outcome-calls";
       rec.errors.forEach(function (e) {            // [tool, kind, exit code, error head]
