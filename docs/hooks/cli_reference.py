@@ -1,8 +1,9 @@
 """MkDocs hook: the CLI reference written from the parsers themselves, so it cannot drift.
 
 Every `python -m MODULE` entry point of the project (a package's `__main__.py`, or a module that ends
-with `if __name__ == "__main__":`) is found in the tree, run with `--help` (and each subcommand with
-`SUB --help`), and its output replaces the marker `<!-- cli-reference -->` in reference/cli.md. A new
+with `if __name__ == "__main__":`) and every training example (`examples/train_*.py`) is found in the
+tree, run with `--help` (and each subcommand with `SUB --help`), and its output replaces the marker
+`<!-- cli-reference -->` in reference/cli.md. A new
 command appears in the reference without anyone typing it; tests/test_docs.py checks the built page
 against `--help` of every entry point.
 """
@@ -36,20 +37,30 @@ def entry_points(root: Path = ROOT) -> list[str]:
     return sorted(found, key=lambda name: (not name.startswith("replay."), name))
 
 
+def scripts(root: Path = ROOT) -> list[str]:
+    """The example scripts a user runs by path (`python examples/train_dpo.py`)."""
+    return sorted(str(p.relative_to(root)) for p in (root / "examples").glob("train_*.py")
+                  if _MAIN.search(p.read_text(encoding="utf-8")))
+
+
+def _argv(command: str) -> list[str]:
+    return [command] if command.endswith(".py") else ["-m", command]
+
+
 def help_text(module: str, *args: str, root: Path = ROOT) -> str:
-    """`python -m MODULE ARGS --help` as a user sees it at a 100-column terminal."""
+    """`python -m MODULE ARGS --help` (or `python SCRIPT.py ...`) as a user sees it at 100 columns."""
     env = {**os.environ, "COLUMNS": WIDTH, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    done = subprocess.run([sys.executable, "-m", module, *args, "--help"], cwd=root, env=env,
+    done = subprocess.run([sys.executable, *_argv(module), *args, "--help"], cwd=root, env=env,
                           capture_output=True, text=True, timeout=120)
     if done.returncode != 0:
-        raise RuntimeError(f"python -m {module} {' '.join(args)} --help failed: {done.stderr.strip()}")
+        raise RuntimeError(f"python {' '.join(_argv(module) + list(args))} --help failed: {done.stderr.strip()}")
     return done.stdout
 
 
 def commands(root: Path = ROOT) -> list[tuple[str, tuple[str, ...], str]]:
     """(module, subcommand args, --help text) for every entry point and each of its subcommands."""
     out = []
-    for module in entry_points(root):
+    for module in entry_points(root) + scripts(root):
         text = help_text(module, root=root)
         out.append((module, (), text))
         if match := _SUBCOMMANDS.search(text):
@@ -60,7 +71,7 @@ def commands(root: Path = ROOT) -> list[tuple[str, tuple[str, ...], str]]:
 def reference_markdown(root: Path = ROOT) -> str:
     parts = []
     for module, args, text in commands(root):
-        title = " ".join(["python -m", module, *args])
+        title = " ".join(["python", *_argv(module), *args])
         level = "###" if args else "##"
         parts.append(f"{level} `{title}`\n\n```text\n{text.rstrip()}\n```\n")
     return "\n".join(parts)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ingestion.schema import ReplayError
 from replay.train.data import Rows, TrainOptions, load_rows
 from replay.train.figures import Figures, PairScores, figures
 from replay.train.heldout import RECOVERY, Pair, yardsticks
@@ -25,6 +26,12 @@ KTO_LOSS = ("KTO's training loss is no learning curve: for a desirable row it is
             "while the student moves. Read the held-out figures.")
 NO_TEST = ("the dataset has no test split, so nothing held out was judged: make it with "
            "`replay.run --test-split 0.2`")
+
+
+class TrainError(ReplayError):
+    """Nothing to train on: one line, exit 1 (replay.train.cli)."""
+
+
 Scores = tuple[list[tuple[float, float] | None], int]
 
 
@@ -48,6 +55,11 @@ def train(options: TrainOptions, sticks: Mapping[str, Sequence[Pair]] | None = N
     report.before.yardsticks = {name: _figures(got, got) for name, got in untrained.items()}
     trainer = build_trainer(options, model, tokenizer, rows.train,
                             rows.test if options.evaluate else None, rows.max_length)
+    if len(trainer.train_dataset) == 0:  # TRL drops a row whose prompt alone fills max_length
+        raise TrainError(f"no row of the train split fits max_length {rows.max_length} tokens of "
+                         f"{options.model}'s tokenizer ({rows.train.num_rows} dropped): make the run with "
+                         f"`replay.run --max-length N` (its states are then fitted to N), or pass a larger "
+                         f"--max-length")
     if trainer.eval_dataset is not None:
         report.before.trl = _numbers(trainer.evaluate())
     output = trainer.train()
