@@ -53,7 +53,8 @@ def help_text(module: str, *args: str, root: Path = ROOT) -> str:
     done = subprocess.run([sys.executable, *_argv(module), *args, "--help"], cwd=root, env=env,
                           capture_output=True, text=True, timeout=120)
     if done.returncode != 0:
-        raise RuntimeError(f"python {' '.join(_argv(module) + list(args))} --help failed: {done.stderr.strip()}")
+        shown = " ".join(_argv(module) + list(args))
+        raise RuntimeError(f"python {shown} --help failed: {done.stderr.strip()}")
     return done.stdout
 
 
