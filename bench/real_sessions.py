@@ -269,12 +269,16 @@ def measure(args: argparse.Namespace) -> int:
               f"{taken:6.2f} s {size / 1e6 / taken:6.1f} MB/s  {ratios}  peak RSS {rss / 1e6:4.0f} MB"
               f"{f' main, {workers / 1e6:.0f} MB largest worker' if workers else ''}  output "
               f"{out / 1e6:6.1f} MB ({out / size:.2f}x)")
-    for mode, group in (("redact", ("redact", "1 process")), ("no-redact", ("no-redact",))):
-        same = {r.digest for (name, m), runs in rows.items() if m in group for r in runs}
-        print(f"  outputs with {mode}: {'byte-identical' if len(same) == 1 else 'DIFFER'} across "
-              f"{', '.join(f'{n} {m}' for n, m in rows if m in group)}")
-    share = 1 - seconds[("this", "no-redact")] / seconds[("this", "1 process")]
-    print(f"  redaction's share of this checkout's dry run (one process): {share:.0%}")
+    # Workers against one process within a checkout is the acceptance; against the baseline it tells
+    # whether the outputs changed at all (a new redaction rule changes the redacted ones, rightly).
+    for label, keys in [(f"{name}: redact, workers and 1 process", [(name, "redact"), (name, "1 process")])
+                        for name, _ in trees] + [
+                       (f"{mode}: this and baseline", [("this", mode), ("baseline", mode)])
+                       for mode in ("no-redact", "redact") if args.baseline]:
+        same = {r.digest for key in keys for r in rows.get(key, [])}
+        print(f"  outputs, {label}: {'byte-identical' if len(same) == 1 else 'DIFFER'}")
+    share = 1 - seconds[("this", "no-redact")] / seconds[("this", "redact")]
+    print(f"  redaction's share of this checkout's default dry run: {share:.0%}")
     print(f"  load at end: {_load()}")
     if args.profile:
         _profile(corpus)
