@@ -19,15 +19,15 @@ from typing import Any
 
 import pytest
 
-from collect.cluster import LABEL_NODE, loopback_only
+from collect.cluster import LABEL_NODE
 from tests.collect_toy import ensure_instance_images, toy_instance
+from tests.ray_cluster import NODE_ARGS, ray_cluster
 from tests.test_claude_code_agent_docker import ROOT, cli, command, leftovers, lines  # noqa: F401 (a fixture)
 from tests.vllm_server import VLLMConfig, VLLMServer, assistant_text
 
 pytestmark = pytest.mark.docker
 IDS = ["toy__calc-31", "toy__calc-32", "toy__calc-33"]
 SAMPLES, WORKERS = 2, 3
-NODE_ARGS = {"num_cpus": 1, "resources": {"docker": 1}, "object_store_memory": 80 * 1024 * 1024}
 WAIT = "python3 -c 'import time; time.sleep(5)' && echo steady"
 STEADY = [
     [{"name": "Bash", "arguments": {"command": WAIT, "description": "Wait for the build"}}],
@@ -64,16 +64,7 @@ def policy(request: dict[str, Any]) -> str:
 
 @pytest.fixture(scope="module")
 def cluster() -> Any:
-    loopback_only()
-    from ray.cluster_utils import Cluster
-
-    made = Cluster(initialize_head=True, head_node_args={
-        "num_cpus": 0, "include_dashboard": False, "object_store_memory": 80 * 1024 * 1024})
-    for _ in range(WORKERS):
-        made.add_node(**NODE_ARGS)
-    made.wait_for_nodes()
-    yield made
-    made.shutdown()
+    yield from ray_cluster(WORKERS)
 
 
 @pytest.fixture(scope="module")

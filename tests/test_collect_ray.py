@@ -17,18 +17,18 @@ from typing import Any
 
 import pytest
 
-from collect.cluster import LABEL_NODE, loopback_only
+from collect.cluster import LABEL_NODE
 from collect.instances import image_name
 from collect.on_ray import LABEL_OUT, out_key
 from collect.runtime import LABEL
 from tests.collect_toy import FIX, NAMESPACE, VLLM_SCRIPTS, ensure_instance_images, toy_instance, toy_policy
+from tests.ray_cluster import NODE_ARGS, ray_cluster
 from tests.test_collect_docker import ROOT, command, leftovers, records
 from tests.vllm_server import VLLMServer
 
 pytestmark = pytest.mark.docker
 IDS = [f"toy__calc-{n}" for n in range(11, 17)]
 WORKERS = 3
-NODE_ARGS = {"num_cpus": 1, "resources": {"docker": 1}, "object_store_memory": 80 * 1024 * 1024}
 # Each rollout waits a little in its container first, so a node can be lost while it holds one.
 STEADY = [[{"name": "bash", "arguments": {"command": "sleep 4; echo steady"}}], *FIX]
 SCRIPTS = {**VLLM_SCRIPTS, "steady": STEADY}
@@ -37,16 +37,7 @@ TIMING = {"created_at", "elapsed_s", "run_id", "rollout_id", "head"}
 
 @pytest.fixture(scope="module")
 def cluster() -> Any:
-    loopback_only()
-    from ray.cluster_utils import Cluster
-
-    made = Cluster(initialize_head=True, head_node_args={
-        "num_cpus": 0, "include_dashboard": False, "object_store_memory": 80 * 1024 * 1024})
-    for _ in range(WORKERS):
-        made.add_node(**NODE_ARGS)
-    made.wait_for_nodes()
-    yield made
-    made.shutdown()
+    yield from ray_cluster(WORKERS)
 
 
 @pytest.fixture(scope="module")

@@ -3,6 +3,7 @@ never sees half a file."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import uuid
@@ -26,6 +27,17 @@ def temp_path(path: Path) -> Path:
     PosixPath('out')
     """
     return path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+
+
+def file_sha256(path: Path) -> str | None:
+    """The SHA-256 of a file read in pieces (its hex digest), or None when there is no such file."""
+    if not path.is_file():
+        return None
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def write_bytes(path: Path, data: bytes) -> None:

@@ -11,7 +11,6 @@ fails or is interrupted leaves OUT as it was.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -22,7 +21,7 @@ import orjson
 from replay.export.card import run_card_info
 from replay.export.dataset import export_dataset, write_card
 from replay.options import RunConfig
-from replay.rundir.files import REPORT_FILE, replace_dir, write_bytes, write_json, write_jsonl
+from replay.rundir.files import REPORT_FILE, file_sha256, replace_dir, write_bytes, write_json, write_jsonl
 from replay.rundir.outdir import run_folder
 from replay.rundir.report import Report
 from replay.verification.ledger import VERIFY_DIR
@@ -30,16 +29,6 @@ from replay.verification.rows import VERIFY_COLUMNS, PairCheck
 
 PAIRS_FILE, RUN_PAIRS = "pairs.jsonl", "run_pairs.jsonl"
 SOURCE_FILE, VALUES_FILE = "source.json", "values.jsonl"
-
-
-def _sha256(path: Path) -> str | None:
-    if not path.is_file():
-        return None
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _first_row(path: Path) -> dict[str, Any] | None:
@@ -67,7 +56,7 @@ def _ours(run: Path) -> bool:
     written = orjson.loads(source.read_bytes()).get("written") if source.is_file() else None
     pairs = run / PAIRS_FILE
     first = _first_row(pairs) if pairs.is_file() else None
-    return _sha256(pairs) == written or bool(first and "verification" in first)
+    return file_sha256(pairs) == written or bool(first and "verification" in first)
 
 
 def students_by_state(pairs: Iterable[Any]) -> dict[str, dict[str, Any]]:
@@ -109,4 +98,4 @@ def _swap(work: Path, run: Path) -> None:
     replace_dir(work / "dataset", run / "dataset")
     for name in (PAIRS_FILE, "README.md", REPORT_FILE):
         os.replace(work / name, run / name)
-    write_bytes(verify / SOURCE_FILE, orjson.dumps({"written": _sha256(run / PAIRS_FILE)}))
+    write_bytes(verify / SOURCE_FILE, orjson.dumps({"written": file_sha256(run / PAIRS_FILE)}))

@@ -9,7 +9,6 @@ through the store's own reader of the trace table.
 from __future__ import annotations
 
 import csv
-import hashlib
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from pydantic import ValidationError
 
 from ingestion.schema import ReplayError
 from replay.options import RunConfig
+from replay.rundir.files import file_sha256
 
 PAIRS_FILE = "pairs.jsonl"
 ABLATION_DIR = "ablation"
@@ -125,7 +125,7 @@ def load_run(folder: Path) -> RunOutputs:
     evaluation = _json(folder / EVAL_DIR / EVAL_JSON)
     if isinstance(evaluation, dict) and isinstance(evaluation.get("models"), list):
         outputs.evaluation = evaluation
-        outputs.eval_stale = evaluation.get("verdicts_sha256") != _sha256(folder / "verdicts.jsonl")
+        outputs.eval_stale = evaluation.get("verdicts_sha256") != file_sha256(folder / "verdicts.jsonl")
         if (folder / EVAL_DIR / EVAL_PLOT).is_file():
             outputs.eval_plot = folder / EVAL_DIR / EVAL_PLOT
     return outputs
@@ -148,16 +148,6 @@ def iter_verdicts(folder: Path) -> Iterator[dict[str, Any]] | None:
                 except orjson.JSONDecodeError:
                     return          # a damaged file: the rest is decided again
     return lines()
-
-
-def _sha256(path: Path) -> str | None:
-    if not path.is_file():
-        return None
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _json(path: Path) -> Any:
