@@ -69,6 +69,19 @@ def normalised(value: Any) -> Any:
     return value
 
 
+def first_difference(ours: Any, theirs: Any, path: str = "") -> str:
+    """Where two records first differ, and both values there (pytest's own diff cuts a long one short)."""
+    if isinstance(ours, dict) and isinstance(theirs, dict):
+        for key in sorted(set(ours) | set(theirs)):
+            if ours.get(key) != theirs.get(key):
+                return first_difference(ours.get(key), theirs.get(key), f"{path}.{key}")
+    if isinstance(ours, list) and isinstance(theirs, list) and len(ours) == len(theirs):
+        for n, (a, b) in enumerate(zip(ours, theirs, strict=True)):
+            if a != b:
+                return first_difference(a, b, f"{path}[{n}]")
+    return f"at {path or 'the top'}: ray {ours!r:.600} / local {theirs!r:.600}"
+
+
 def worker_containers(client: Any) -> dict[str, str]:
     """The node each running rollout container of a --ray run is on."""
     return {c.name: c.labels[LABEL_NODE] for c in client.containers.list(filters={"label": LABEL_NODE})}
@@ -107,7 +120,8 @@ def test_a_ray_run_survives_a_lost_node_and_equals_a_local_run(tmp_path: Path, c
         for instance_id in IDS:
             ours = records(tmp_path / "ray" / f"{instance_id}.rollout.jsonl")
             theirs = records(tmp_path / "out" / f"{instance_id}.rollout.jsonl")
-            assert normalised(ours) == normalised(theirs)
+            ours, theirs = normalised(ours), normalised(theirs)
+            assert ours == theirs, first_difference(ours, theirs)
 
         written = {i: (tmp_path / "ray" / f"{i}.rollout.jsonl").read_bytes() for i in IDS}
         # what a node lost for good (or a killed driver) left: the next run on the same DIR removes it
