@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from collect.cluster import loopback_only
+from collect.cluster import LABEL_NODE, loopback_only
 
 NODE_ARGS = {"num_cpus": 1, "resources": {"docker": 1}, "object_store_memory": 80 * 1024 * 1024}
 
@@ -24,3 +24,8 @@ def ray_cluster(workers: int) -> Iterator[Any]:
     made.wait_for_nodes()
     yield made
     made.shutdown()
+
+
+def node_containers(client: Any) -> dict[str, str]:
+    """The node each running rollout container of a --ray run is on (container name -> node)."""
+    return {c.name: c.labels[LABEL_NODE] for c in client.containers.list(filters={"label": LABEL_NODE})}

@@ -19,9 +19,8 @@ from typing import Any
 
 import pytest
 
-from collect.cluster import LABEL_NODE
 from tests.collect_toy import ensure_instance_images, toy_instance
-from tests.ray_cluster import NODE_ARGS, ray_cluster
+from tests.ray_cluster import NODE_ARGS, node_containers, ray_cluster
 from tests.test_claude_code_agent_docker import ROOT, cli, command, leftovers, lines  # noqa: F401 (a fixture)
 from tests.vllm_server import VLLMConfig, VLLMServer, assistant_text
 
@@ -100,11 +99,6 @@ def folder_view(folder: Path) -> dict[str, Any]:
     return view
 
 
-def rollout_containers(client: Any) -> dict[str, str]:
-    """The node each running rollout container of a --ray run is on."""
-    return {c.name: c.labels[LABEL_NODE] for c in client.containers.list(filters={"label": LABEL_NODE})}
-
-
 def start(tmp_path: Path, rows: list[Any], url: str, tag: str, out: str, *extra: str) -> subprocess.Popen:
     argv = command(tmp_path, rows, url, tag, "--samples", str(SAMPLES), "--seed", "7", "--temperature", "0.7",
                    "--evaluate", *extra)
@@ -128,7 +122,7 @@ def test_samples_on_a_cluster_survive_a_lost_node_equal_a_local_run_and_resume(
         driver = start(tmp_path, rows, server.url, image_tag, "ray", "--ray", cluster.address)
         deadline, busy = time.monotonic() + 300, {}
         while len(set(busy.values())) < WORKERS and time.monotonic() < deadline and driver.poll() is None:
-            busy = rollout_containers(client)
+            busy = node_containers(client)
             time.sleep(0.2)
         assert len(set(busy.values())) == WORKERS, "every worker node holds a rollout"
         lost = next(node for node in cluster.worker_nodes

@@ -17,12 +17,11 @@ from typing import Any
 
 import pytest
 
-from collect.cluster import LABEL_NODE
 from collect.instances import image_name
 from collect.on_ray import LABEL_OUT, out_key
 from collect.runtime import LABEL
 from tests.collect_toy import FIX, NAMESPACE, VLLM_SCRIPTS, ensure_instance_images, toy_instance, toy_policy
-from tests.ray_cluster import NODE_ARGS, ray_cluster
+from tests.ray_cluster import NODE_ARGS, node_containers, ray_cluster
 from tests.test_collect_docker import ROOT, command, leftovers, records
 from tests.vllm_server import VLLMServer
 
@@ -82,11 +81,6 @@ def first_difference(ours: Any, theirs: Any, path: str = "") -> str:
     return f"at {path or 'the top'}: ray {ours!r:.600} / local {theirs!r:.600}"
 
 
-def worker_containers(client: Any) -> dict[str, str]:
-    """The node each running rollout container of a --ray run is on."""
-    return {c.name: c.labels[LABEL_NODE] for c in client.containers.list(filters={"label": LABEL_NODE})}
-
-
 def test_a_ray_run_survives_a_lost_node_and_equals_a_local_run(tmp_path: Path, client: Any, cluster: Any,
                                                                  image_tag: str) -> None:
     rows = [toy_instance(instance_id, "steady") for instance_id in IDS]
@@ -95,7 +89,7 @@ def test_a_ray_run_survives_a_lost_node_and_equals_a_local_run(tmp_path: Path, c
                             "--evaluate")
         deadline, busy = time.monotonic() + 120, {}
         while len(set(busy.values())) < WORKERS and time.monotonic() < deadline and driver.poll() is None:
-            busy = worker_containers(client)
+            busy = node_containers(client)
             time.sleep(0.2)
         assert len(set(busy.values())) == WORKERS, "every worker node holds a rollout"
         lost = next(node for node in cluster.worker_nodes
@@ -144,9 +138,9 @@ def test_sigint_on_the_driver_cancels_the_tasks_and_removes_their_containers(
     with VLLMServer(toy_policy()) as server:
         driver = run_driver(tmp_path, rows, server.url, image_tag, "ray", "--ray", cluster.address)
         deadline = time.monotonic() + 120
-        while len(worker_containers(client)) < 3 and time.monotonic() < deadline and driver.poll() is None:
+        while len(node_containers(client)) < 3 and time.monotonic() < deadline and driver.poll() is None:
             time.sleep(0.2)
-        assert len(worker_containers(client)) == 3
+        assert len(node_containers(client)) == 3
         time.sleep(1.0)                                         # the agents are inside `sleep 300` now
         driver.send_signal(2)
         _, stderr = driver.communicate(timeout=120)
