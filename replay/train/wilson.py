@@ -20,7 +20,19 @@ def wilson(successes: int, n: int, z: float = Z95) -> tuple[float, float] | None
     """
     if n <= 0:
         return None
+    low, high = wilson_bounds(successes, n, z)
+    return round(low, 4), round(high, 4)
+
+
+def wilson_bounds(successes: float, n: int, z: float = Z95) -> tuple[float, float]:
+    """The interval unrounded, within [0, 1], for `n` > 0 trials (replay.verification builds Newcombe's
+    interval of a difference from two of them).
+
+    >>> [round(x, 4) for x in wilson_bounds(1, 2)]
+    [0.0945, 0.9055]
+    """
     p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return round(max(0.0, centre - half), 4), round(min(1.0, centre + half), 4)
+    denominator = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denominator
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
+    return max(centre - half, 0.0), min(centre + half, 1.0)

@@ -19,6 +19,8 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from replay.train.wilson import wilson_bounds
+
 Z = 1.959963984540054                       # the 97.5% normal quantile: 95% two-sided intervals
 Outcome = Literal["verified", "flipped", "tied", "unverifiable"]
 
@@ -34,13 +36,7 @@ def wilson(successes: float, n: int, z: float = Z) -> tuple[float, float]:
 
 
 def _wilson(successes: float, n: int, z: float) -> tuple[float, float]:
-    if n <= 0:
-        return 0.0, 1.0
-    p = successes / n
-    denominator = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denominator
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
-    return max(centre - half, 0.0), min(centre + half, 1.0)
+    return wilson_bounds(successes, n, z) if n > 0 else (0.0, 1.0)
 
 
 def newcombe(chosen: Sequence[float], rejected: Sequence[float], z: float = Z) -> tuple[float, float]:
