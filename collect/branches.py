@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from collect.branch import BranchContext, BranchJob, BranchResult, run_branch
+from collect.cluster import first_line
 from collect.config import CollectConfig, CollectError, load_agent_spec
 from collect.runtime import LABEL, docker_client, sweep
 from collect.snapshot import forget, remove_on_node, remove_snapshots
@@ -269,7 +270,7 @@ def _wait(refs: list[Any]) -> None:
         try:
             ray.get(ref, timeout=120)
         except Exception as exc:  # noqa: BLE001 - a node lost now: the next verification removes its images
-            log.warning("a node could not remove its snapshots: %s", _first_line(exc))
+            log.warning("a node could not remove its snapshots: %s", first_line(exc))
 
 
 def _receive(ref: Any, job: BranchJob) -> BranchResult:
@@ -279,15 +280,6 @@ def _receive(ref: Any, job: BranchJob) -> BranchResult:
     try:
         return BranchResult.model_validate(ray.get(ref))
     except ray.exceptions.RayTaskError as exc:     # the task's own failure (run_branch keeps its errors)
-        return BranchResult(key=job.key, error_kind="internal_error", error=_first_line(exc.cause or exc))
+        return BranchResult(key=job.key, error_kind="internal_error", error=first_line(exc.cause or exc))
     except ray.exceptions.RayError as exc:         # retries spent on lost nodes or crashed workers
-        return BranchResult(key=job.key, error_kind="node_lost", error=_first_line(exc))
-
-
-def _first_line(exc: BaseException) -> str:
-    """An error's first line, or its repr when it says nothing.
-
-    >>> _first_line(ValueError("a\\nb")), _first_line(KeyboardInterrupt())
-    ('a', 'KeyboardInterrupt()')
-    """
-    return (str(exc).splitlines() or [repr(exc)])[0][:500]
+        return BranchResult(key=job.key, error_kind="node_lost", error=first_line(exc))

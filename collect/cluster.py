@@ -293,3 +293,12 @@ def sweep_on_node(labels: dict[str, str], keep_run: str | None = None) -> int:
         except docker.errors.APIError as exc:   # still in use: the next run on DIR removes it
             log.warning("cannot remove the network %s: %s", network.name, exc.explanation or exc)
     return gone
+
+
+def first_line(exc: BaseException) -> str:
+    """An error's first line, or its repr when it says nothing (what a Ray task's failure reports).
+
+    >>> first_line(ValueError("a\\nb")), first_line(KeyboardInterrupt())
+    ('a', 'KeyboardInterrupt()')
+    """
+    return (str(exc).splitlines() or [repr(exc)])[0][:500]

@@ -35,6 +35,7 @@ from collect.cluster import (
     DOCKER,
     connect,
     docker_nodes,
+    first_line,
     prepare_on_node,
     probe_on_node,
     rollout_on_node,
@@ -149,7 +150,7 @@ def sweep_nodes(labels: dict[str, str], keep_run: str | None = None) -> int:
     gone = 0
     for result in on_every_node(sweep_on_node, labels, keep_run):
         if isinstance(result, Exception):   # a node lost now is swept by the next run
-            log.warning("a node could not sweep its containers: %s", _first_line(result))
+            log.warning("a node could not sweep its containers: %s", first_line(result))
         else:
             gone += result
     return gone
@@ -167,7 +168,7 @@ def prepare_nodes(claude: Any, config_json: dict[str, Any], rows: list[Any], run
         if isinstance(result, ray.exceptions.RayTaskError) and isinstance(result.cause, CollectError):
             raise CollectError(f"{result.cause} (on a Ray node)") from None
         if isinstance(result, Exception):
-            log.warning("a node could not look for its Claude Code CLI: %s", _first_line(result))
+            log.warning("a node could not look for its Claude Code CLI: %s", first_line(result))
             continue
         found[result["node"]] = result["cli"]
     return found
@@ -283,23 +284,14 @@ def _receive(ref: Any, label: str, sample: int, out: Path, timeout: float | None
     except ray.exceptions.RayTaskError as exc:   # the task's own failure (run_instance keeps its errors)
         kind = "interrupted" if isinstance(exc.cause, KeyboardInterrupt) else "internal_error"
         return InstanceOutcome(instance_id=label, sample=sample, error_kind=kind,
-                               error=_first_line(exc.cause or exc))
+                               error=first_line(exc.cause or exc))
     except ray.exceptions.RayError as exc:   # retries spent on lost nodes or crashed worker processes
         kind = "node_lost"
         return InstanceOutcome(instance_id=label, sample=sample, error_kind=kind,
-                               error=_first_line(exc))
+                               error=first_line(exc))
     if files and outcome.rollout_file:
         write_rollout(out, outcome.rollout_file, files)
     return outcome
-
-
-def _first_line(exc: BaseException) -> str:
-    """An error's first line, or its repr when it says nothing.
-
-    >>> _first_line(ValueError("a\\nb")), _first_line(KeyboardInterrupt())
-    ('a', 'KeyboardInterrupt()')
-    """
-    return (str(exc).splitlines() or [repr(exc)])[0][:500]
 
 
 class _Progress:
