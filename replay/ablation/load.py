@@ -108,17 +108,15 @@ def held_out_traces(run_dir: Path, config: RunConfig, needed: bool = False) -> f
         if needed:
             raise AblationError(NO_HELD_OUT)
         return None
-    from datasets import DatasetDict, load_from_disk
+    from replay.export.dataset import test_split_traces
 
     path = run_dir / "dataset"
     try:
-        dataset = load_from_disk(str(path))
+        traces = test_split_traces(path) or frozenset()
     except (FileNotFoundError, ValueError) as error:
         if not needed:
             return None
         raise AblationError(f"{path}: the run's dataset (its test split) cannot be read: {error}") from error
-    traces = frozenset(dataset["test"]["trace_id"]) \
-        if isinstance(dataset, DatasetDict) and "test" in dataset else frozenset()
     if needed and not traces:
         raise AblationError(NO_HELD_OUT)
     return traces

@@ -142,16 +142,13 @@ def _asked_trace_sizes(run: Path) -> dict[str, int]:
     return sizes
 
 
-def _test_traces(run: Path) -> set[str] | None:
+def _test_traces(run: Path) -> frozenset[str] | None:
     """The trace ids of the dataset's `test` split, or None when it has none."""
+    from replay.export.dataset import test_split_traces
+
     if not (run / "dataset" / "dataset_dict.json").is_file():
         return None
-    from datasets import load_from_disk
-
-    data = load_from_disk(str(run / "dataset"))
-    if "test" not in data:
-        return None
-    return {str(trace) for trace in data["test"].select_columns(["trace_id"])["trace_id"]}
+    return test_split_traces(run / "dataset")
 
 
 def _ids(path: Path) -> set[str]:

@@ -168,6 +168,18 @@ def split_by_trace(rows: list[dict[str, Any]], test_share: float) -> dict[str, l
             "test": [r for r in rows if r["trace_id"] in test]}
 
 
+def test_split_traces(dataset: Path) -> frozenset[str] | None:
+    """The trace ids of the `test` split of a dataset written by `export_dataset` (`--test-split`), or
+    None when it has none. A folder that is not a readable dataset raises load_from_disk's error
+    (FileNotFoundError, ValueError): each caller says what that means for it."""
+    from datasets import DatasetDict, load_from_disk
+
+    data = load_from_disk(str(dataset))
+    if not isinstance(data, DatasetDict) or "test" not in data:
+        return None
+    return frozenset(str(trace) for trace in data["test"].select_columns(["trace_id"])["trace_id"])
+
+
 def export_dataset(rows: Iterable[dict[str, Any]], out_dir: str | Path, memo: JsonMemo | None = None,
                    test_split: float | None = None, fmt: str = "dpo",
                    held_out: Collection[str] | None = None, extra: tuple[str, ...] = ()):
