@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from collect.branch import BranchContext, BranchJob, BranchResult, run_branch
-from collect.cluster import first_line
+from collect.cluster import first_line, remove_labelled
 from collect.config import CollectConfig, CollectError, load_agent_spec
 from collect.runtime import LABEL, docker_client, sweep
 from collect.snapshot import forget, remove_on_node, remove_snapshots
@@ -83,7 +83,7 @@ def run_here(jobs: Sequence[BranchJob], on_done: Done, workers: int, run_id: str
     probe_students(distinct_students(jobs))
     config = CollectConfig.model_validate(jobs[0].config)
     client = docker_client(config.model_copy(update={"workers": workers}))
-    if left := sweep_labelled(client, labels or {}, keep_run=run_id):
+    if left := remove_labelled(client, labels or {}, keep_run=run_id):
         log.info("removed %d containers an earlier verification of this folder left", left)
     if labels:
         remove_snapshots(client, labels, keep_run=run_id)
@@ -138,20 +138,6 @@ def _workers(jobs: Sequence[BranchJob], on_done: Done, workers: int,
 
     return [threading.Thread(target=work, name=f"verify-{n}", daemon=True)
             for n in range(min(workers, len(jobs)))]
-
-
-def sweep_labelled(client: Any, labels: dict[str, str], keep_run: str) -> int:
-    """Remove the containers carrying every one of `labels` but those of the run `keep_run` (what a
-    killed verification of the same folder left)."""
-    from collect.runtime import remove_container
-
-    if not labels:
-        return 0
-    filters = {"label": [f"{key}={value}" for key, value in labels.items()]}
-    left = [c for c in client.containers.list(all=True, filters=filters) if c.labels.get(LABEL) != keep_run]
-    for container in left:
-        remove_container(container)
-    return len(left)
 
 
 def branch_on_node(job_json: dict[str, Any], run_id: str, labels: dict[str, str]) -> dict[str, Any]:

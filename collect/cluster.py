@@ -264,13 +264,13 @@ def rollout_files(scratch: Path, rollout_file: str | None) -> dict[str, bytes]:
     return files
 
 
-def sweep_on_node(labels: dict[str, str], keep_run: str | None = None) -> int:
-    """Remove this node's containers that carry every one of `labels` (all runs but `keep_run`)."""
-    import docker
-
+def remove_labelled(client: Any, labels: dict[str, str], keep_run: str | None = None) -> int:
+    """Remove the engine's containers that carry every one of `labels` (all runs but `keep_run`); with no
+    labels, none (an empty filter would match every container on the engine)."""
     from collect.runtime import LABEL, remove_container
 
-    client = docker.from_env()
+    if not labels:
+        return 0
     filters = {"label": [f"{key}={value}" for key, value in labels.items()]}
     gone = 0
     for container in client.containers.list(all=True, filters=filters):
@@ -278,6 +278,21 @@ def sweep_on_node(labels: dict[str, str], keep_run: str | None = None) -> int:
             continue
         remove_container(container)
         gone += 1
+    return gone
+
+
+def sweep_on_node(labels: dict[str, str], keep_run: str | None = None) -> int:
+    """Remove this node's containers and networks that carry every one of `labels` (all runs but
+    `keep_run`); with no labels, nothing (`remove_labelled`)."""
+    import docker
+
+    from collect.runtime import LABEL, remove_container
+
+    if not labels:
+        return 0
+    client = docker.from_env()
+    filters = {"label": [f"{key}={value}" for key, value in labels.items()]}
+    gone = remove_labelled(client, labels, keep_run)
     if "teacher-replay.collect" in labels:      # the harness's graders are named after the run
         for container in client.containers.list(all=True, filters={"name": labels[LABEL]}):
             remove_container(container)

@@ -202,3 +202,36 @@ def test_an_interrupted_verification_keeps_what_it_graded_and_leaves_out_as_it_w
         {line["key"] for line in lines})                       # every branch graded once, none twice
     assert (report["verified"], report["flipped"], report["tied"]) == (1, 1, 1)
     assert leftovers(client) == []
+
+
+
+def test_a_sweep_removes_only_the_containers_of_its_labels(client: Any) -> None:
+    """The sweep a verification makes of what an earlier one of the same folder left: every container
+    with its labels but the run's own, and none at all given no labels (an empty label filter matches
+    every container on the engine)."""
+    import secrets
+
+    from collect.cluster import remove_labelled, sweep_on_node
+    from collect.instances import image_name
+    from collect.on_ray import LABEL_OUT
+
+    tag = ensure_instance_images(client, list(CASES))
+    folder = f"sweep-test-{secrets.token_hex(4)}"
+    runs = [f"verify-sweep-{secrets.token_hex(3)}" for _ in range(2)]
+    made = [client.containers.create(image_name(next(iter(CASES)), NAMESPACE, tag), ["true"],
+                                     labels={LABEL: run, LABEL_OUT: folder}) for run in runs]
+
+    def left() -> list[str]:
+        found = client.containers.list(all=True, filters={"label": f"{LABEL_OUT}={folder}"})
+        return [container.labels[LABEL] for container in found]
+
+    try:
+        assert remove_labelled(client, {}) == 0 and sweep_on_node({}) == 0 and sorted(left()) == sorted(runs)
+        assert remove_labelled(client, {LABEL_OUT: folder}, keep_run=runs[0]) == 1 and left() == [runs[0]]
+        assert remove_labelled(client, {LABEL_OUT: folder}) == 1 and left() == []
+    finally:
+        for container in made:
+            try:
+                container.remove(force=True)
+            except Exception:  # noqa: BLE001 - removed by the test
+                pass
