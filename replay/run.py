@@ -40,8 +40,11 @@ def select_value(text: str) -> str:
     return text
 
 
-class Interrupted(BaseException):
-    """SIGTERM, raised like SIGINT's KeyboardInterrupt so every `finally` runs."""
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM, raised as SIGINT's KeyboardInterrupt is, so every `finally` runs. A KeyboardInterrupt
+    itself: asyncio lets only those (and SystemExit) out of the loop's callbacks, and logs and drops any
+    other exception raised there — a SIGTERM that lands while the loop runs one would be lost, and the
+    run would go on to the end."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -267,7 +270,7 @@ def interruption(error: BaseException) -> BaseException | None:
     >>> interruption(ExceptionGroup("run", [ValueError()])) is None
     True
     """
-    if isinstance(error, KeyboardInterrupt | Interrupted):
+    if isinstance(error, KeyboardInterrupt):    # Interrupted too
         return error
     if isinstance(error, BaseExceptionGroup):
         for inner in error.exceptions:
@@ -304,11 +307,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with _signals():
             report = run(config_from_args(args, argv))
-    except (KeyboardInterrupt, Interrupted, BaseExceptionGroup) as caught:
+    except (KeyboardInterrupt, BaseExceptionGroup) as caught:    # Interrupted is a KeyboardInterrupt
         stop = interruption(caught)
         if stop is None:
             raise
-        name, code = ("SIGINT", 130) if isinstance(stop, KeyboardInterrupt) else ("SIGTERM", 143)
+        name, code = ("SIGTERM", 143) if isinstance(stop, Interrupted) else ("SIGINT", 130)
         print(f"interrupted ({name}): every answer received is in the cache and {args.out} is as it was; "
               f"run the same command again to go on", file=sys.stderr)
         return code

@@ -116,6 +116,26 @@ def test_signal_is_one_line_keeps_answers_and_out(fixtures_root: Path, tmp_path:
     assert len(log.keys()) == 2 * 34 - len(kept)
 
 
+def test_a_sigterm_while_the_event_loop_runs_a_callback_stops_the_run() -> None:
+    """asyncio logs and drops what a callback of its loop raises, but KeyboardInterrupt and SystemExit:
+    a SIGTERM landing in one (its self-pipe's reader, when the signal wakes it) must still stop the run.
+    CI saw a run go on to the end and exit 0 after "Exception in callback ... Interrupted"."""
+    import asyncio
+
+    from replay.run import Interrupted, _signals
+
+    def busy_callback() -> None:
+        os.kill(os.getpid(), signal.SIGTERM)
+        sum(range(10_000))   # Python's own code: the handler runs here, inside the callback
+
+    async def run() -> None:
+        asyncio.get_running_loop().call_soon(busy_callback)
+        await asyncio.sleep(5)
+
+    with _signals(), pytest.raises(Interrupted):
+        asyncio.run(run())
+
+
 def test_interrupted_run_leaves_out_as_it_was(fixtures_root: Path, tmp_path: Path) -> None:
     session = next(fixtures_root.rglob(f"{MEDIUM}.jsonl"))
     out, cache = tmp_path / "out", tmp_path / "cache.sqlite"
