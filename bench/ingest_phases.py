@@ -50,7 +50,7 @@ def phases(corpus: Path, repeat: int) -> tuple[list[tuple[str, float | None, str
     from ingestion.sources import find_files, iter_states
     from ingestion.stats import IngestStats
     from teachers import redact
-    from teachers.redact_state import StateRedactor
+    from teachers import redact_state as per_state
     from teachers.secret_rules import rule_set
 
     rule_set()
@@ -68,7 +68,7 @@ def phases(corpus: Path, repeat: int) -> tuple[list[tuple[str, float | None, str
         return list(iter_states(corpus, IngestOptions(), IngestStats(), files=files))
 
     def redacted(states: list[Any]) -> list[Any]:
-        redactor = StateRedactor(key)
+        redactor = per_state.StateRedactor(key)
         return [redactor(state) for state in states]
 
     def write(states: list[Any]) -> None:
@@ -80,8 +80,6 @@ def phases(corpus: Path, repeat: int) -> tuple[list[tuple[str, float | None, str
     gc.disable()   # as the run reads: no cyclic GC over the states it holds
     try:
         read_s, states = best(repeat, read)
-        import teachers.redact_state as per_state
-
         # the walk calls it through its module, the state redactor through its own import
         redact.redact_found = per_state.redact_found = recording
         try:
@@ -118,16 +116,15 @@ def parts(texts: list[str], repeat: int) -> list[tuple[str, float | None, str]]:
     escaped = [text for text in texts if "\\" in text]
     rows: list[tuple[str, float | None, str]] = []
 
-    def part(name: str, run: Callable[[], Any], note: Callable[[float], str] = lambda _: "") -> None:
+    def part(name: str, run: Callable[[], Any], note: Callable[[float], str] = lambda _: "") -> Any:
+        """Time `run` into a row; its result (None when this tree lacks the part)."""
         try:
-            seconds = best(repeat, run)[0]
+            seconds, result = best(repeat, run)
         except (AttributeError, TypeError):       # not in this tree
             rows.append((name, None, "not in this tree"))
-            return
+            return None
         rows.append((name, seconds, note(seconds)))
-
-    def candidates() -> list[Any]:
-        return [rules.scan(d) for d in data]
+        return result
 
     def regexes() -> int:
         return sum(1 for d, chosen in zip(data, chosen_rules, strict=True) for rule in chosen
@@ -146,11 +143,7 @@ def parts(texts: list[str], repeat: int) -> list[tuple[str, float | None, str]]:
     part("  prefilter, text by text", lambda: [rules.prefilter(d) for d in data])
     part("  prefilter, all joined", lambda: rules.prefilter(joined),
          lambda seconds: f"{len(joined) / seconds / 1e6:.0f} MB/s")
-    part("  rules chosen, text by text", candidates)
-    try:
-        chosen_rules = candidates()
-    except AttributeError:
-        chosen_rules = []
+    chosen_rules = part("  rules chosen, text by text", lambda: [rules.scan(d) for d in data]) or []
     part("  rule regexes on candidates", regexes, lambda _: f"{sum(map(len, chosen_rules)):,} runs in "
                                                         f"{sum(1 for c in chosen_rules if c):,} texts")
     part("  base64 runs and decoding", base64)

@@ -204,7 +204,6 @@ def test_an_interrupted_verification_keeps_what_it_graded_and_leaves_out_as_it_w
     assert leftovers(client) == []
 
 
-
 def test_a_sweep_removes_only_the_containers_of_its_labels(client: Any) -> None:
     """The sweep a verification makes of what an earlier one of the same folder left: every container
     with its labels but the run's own, and none at all given no labels (an empty label filter matches
