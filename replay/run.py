@@ -302,7 +302,6 @@ def main(argv: list[str] | None = None) -> int:
     from replay.pipeline import RunFailed, run
     from replay.summary import print_summary
     from teachers.cache import CacheError
-    from teachers.probe import AllUnreachable
 
     try:
         with _signals():
@@ -316,6 +315,7 @@ def main(argv: list[str] | None = None) -> int:
               f"run the same command again to go on", file=sys.stderr)
         return code
     except ReplayError as error:
+        from teachers.probe import AllUnreachable   # here: it loads asyncio, which a dry run never needs
         from teachers.scrub import scrub
 
         print(f"error: {scrub(str(error))}", file=sys.stderr)

@@ -96,11 +96,12 @@ def _first_group(match: Any, rule: Rule) -> int:
     return next((i for i, g in enumerate(groups, 1) if g), 0)
 
 
-def _direct(text: str, data: bytes) -> list[Span]:
+def _direct(text: str, data: bytes, chosen: list[Rule]) -> list[Span]:
+    """The findings of the `chosen` rules (those that may match `data`: `RuleSet.scan`)."""
     rules = rule_set()
     found: list[tuple[int, int, Rule]] = []
     deferring: list[tuple[int, int, Rule, int]] = []
-    for rule in rules.scan(data):
+    for rule in chosen:
         for match in rule.regex.finditer(data):
             group = _first_group(match, rule)
             start, end = match.span(group)
@@ -124,7 +125,7 @@ def _direct(text: str, data: bytes) -> list[Span]:
                 found.append((start, end, rule))
     if deferring:
         found += _undeferred(data, deferring, found, rules)
-    return _char_offsets(text, data, found)
+    return _char_offsets(text, data, found) if found else found
 
 
 def _undeferred(data: bytes, deferring: list[tuple[int, int, Rule, int]], found: list[tuple[int, int, Rule]],
@@ -198,7 +199,8 @@ def _decoded_base64(run: bytes) -> str | None:
 
 def _find(text: str, depth: int) -> list[Span]:
     data = text.encode("utf-8", "surrogatepass")
-    spans = _direct(text, data)
+    chosen = rule_set().scan(data)   # most texts: no rule may match, and nothing more to do here
+    spans = _direct(text, data, chosen) if chosen else []
     if depth <= 0:
         return spans
     views = [_ESCAPE] if "\\" in text else []

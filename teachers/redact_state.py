@@ -97,21 +97,23 @@ class StateRedactor:
 
     def _tools(self, originals: list[Any]) -> tuple[list[Any], list[tuple[str, str]]]:
         # A trace's states share one tool list: so do their redacted states (the writer then stores
-        # it once by identity, without serialising tens of kB of schemas again for every state).
+        # it once by identity, without serialising tens of kB of schemas again for every state). The
+        # traces of a session mostly have equal lists: one comparison instead of a walk of the schemas.
+        # What it found is counted again in every trace that uses it.
         previous, redacted, found = self._last_tools
         if originals is not previous:
-            redacted, found = [], []
-            for tool in originals:
-                out, hits = self._shared(tool)
-                redacted.append(out)
-                found += hits
+            if originals != previous:
+                redacted, found = [], []
+                for tool in originals:
+                    out, hits = self._shared(tool)
+                    redacted.append(out)
+                    found += hits
             self._last_tools = (originals, redacted, found)
         return redacted, list(found)
 
     def __call__(self, state: TraceState) -> TraceState:
-        if state.trace_id != self._trace:
+        if state.trace_id != self._trace:   # (the last tool list stays: see _tools)
             self._trace, self._memo, self._seen, self._last = state.trace_id, {}, set(), ([], [], [])
-            self._last_tools = (None, [], [])
         messages, found = self._messages(state.messages)
         tools, hits = self._tools(state.tools)
         found += hits

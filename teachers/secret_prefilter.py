@@ -54,15 +54,10 @@ def _compile(hyperscan: Any, patterns: Sequence[bytes], flags: Sequence[int]) ->
     return database, usable
 
 
-def _literal(word: str) -> bytes:
-    return "".join(c if c.isalnum() else "\\" + c for c in word).encode()
-
-
-def build(patterns: Sequence[bytes], literals: Sequence[str] = ()) -> tuple[Prefilter, frozenset[int]] | None:
-    """(scan, the indices it covers), or None without Hyperscan. Indices 0.. are `patterns` (rule
-    regexes, prefilter mode: `scan(data)` holds every one that may match), then `literals` (gitleaks'
-    keywords, matched exactly and without case, as gitleaks matches them in lower-cased text). An
-    index left uncovered (a pattern Hyperscan rejects) must be decided without the prefilter."""
+def build(patterns: Sequence[bytes]) -> tuple[Prefilter, frozenset[int]] | None:
+    """(scan, the indices it covers), or None without Hyperscan: `scan(data)` holds the index of every
+    pattern (a rule's regex, in prefilter mode) that may match `data`. An index left uncovered (a
+    pattern Hyperscan rejects) must be decided without the prefilter."""
     try:
         import hyperscan
     except ImportError:
@@ -70,9 +65,8 @@ def build(patterns: Sequence[bytes], literals: Sequence[str] = ()) -> tuple[Pref
     prefilter = 0
     for name in _FLAGS_NAMES:
         prefilter |= getattr(hyperscan, name)
-    exact = hyperscan.HS_FLAG_CASELESS | hyperscan.HS_FLAG_SINGLEMATCH
-    expressions = [*patterns, *map(_literal, literals)]
-    flags = [prefilter] * len(patterns) + [exact] * len(literals)
+    expressions = list(patterns)
+    flags = [prefilter] * len(patterns)
     version = str(getattr(hyperscan, "__version__", "?"))
     path = _cache_file(expressions + [str(flags).encode()], version)
     database = None

@@ -59,6 +59,11 @@ class Rule:
     defers: bool = False             # yields to a service's own rule named in the match (defer_to_named)
     global_allow: bool = True        # gitleaks' global allowlist applies (not in skip_global_allowlist)
 
+    @property
+    def needles(self) -> tuple[bytes, ...]:
+        """The keywords as the keyword set matches them: bytes of the lower-cased words."""
+        return _needles(self.keywords)
+
 
 @dataclass(frozen=True)
 class RuleSet:
@@ -71,7 +76,6 @@ class RuleSet:
     # ^ keyword index -> (the keyword, the ids of the specific rules it names): defer_to_named
     prefilter: Any = None            # teachers.secret_prefilter scan over the raw bytes, or None
     covered: frozenset[int] = frozenset()        # rules the prefilter speaks for
-    keyword_base: int | None = None  # the prefilter's index of keyword 0, when it finds keywords too
 
     def candidates(self, lowered: bytes, data: bytes | None = None) -> list[Rule]:
         """The rules whose keywords occur in `lowered` (one pass of an RE2 set), plus keyword-less ones;
@@ -87,20 +91,18 @@ class RuleSet:
         return [self.rules[i] for i in sorted(chosen)]
 
     def scan(self, data: bytes) -> list[Rule]:
-        """`candidates` in one pass of the prefilter when it finds the keywords too (one scan of the
-        text for all rules), else with the keyword set."""
-        base = self.keyword_base
-        if self.prefilter is None or base is None:
+        """`candidates`, asking the prefilter first: a rule it covers runs only when its regex may match,
+        and only then is its keyword looked for. On real sessions 3% of texts have a rule that may match
+        while most hold a keyword (issue #39: 38,583 keyword hits against 1,419 rule hits in 28,699 texts),
+        so the keywords are not part of the prefilter's scan: each would call back into Python."""
+        if self.prefilter is None or len(self.covered) < len(self.rules):   # (a rule Hyperscan rejected)
             return self.candidates(data.lower(), data)
         hits = self.prefilter(data)
-        chosen = set(self.always)
-        for index in hits:
-            if index >= base:
-                chosen.update(self.keyword_rules[index - base])
-        if not chosen:
+        if not hits:
             return []
-        chosen -= self.covered - hits
-        return [self.rules[i] for i in sorted(chosen)]
+        lowered = data.lower()   # as the keyword set sees the text: ASCII letters lower-cased
+        return [rule for rule in (self.rules[i] for i in sorted(hits))
+                if not rule.keywords or any(word in lowered for word in rule.needles)]
 
 
 def shannon_entropy(data: str) -> float:
@@ -128,6 +130,11 @@ def _compile(pattern: str) -> Any:
     options = re2.Options()
     options.max_mem = _MAX_MEM
     return re2.compile(pattern.encode(), options)
+
+
+@cache
+def _needles(words: tuple[str, ...]) -> tuple[bytes, ...]:
+    return tuple(word.lower().encode() for word in words)
 
 
 @cache
@@ -213,15 +220,11 @@ def rule_set() -> RuleSet:
     glob = [theirs.get("allowlist", {}), *theirs.get("allowlists", []), *ours.get("global_allowlists", [])]
     rules = _build(raws, extra, generic, glob, frozenset(ours.get("whole_match", [])),
                    ours.get("defer_to_named", {}), frozenset(ours.get("skip_global_allowlist", [])))
-    keywords = sorted({k for rule in rules.rules for k in rule.keywords})  # the keyword set's order
-    built = secret_prefilter.build([raw["regex"].encode() for raw in raws], keywords)
+    built = secret_prefilter.build([raw["regex"].encode() for raw in raws])
     if built is None:
         return rules
     scan, covered = built
-    base = len(raws)
-    whole = all(base + i in covered for i in range(len(keywords)))
-    return dataclasses.replace(rules, prefilter=scan, covered=frozenset(i for i in covered if i < base),
-                               keyword_base=base if whole else None)
+    return dataclasses.replace(rules, prefilter=scan, covered=covered)
 
 
 @lru_cache(maxsize=1)
