@@ -315,7 +315,8 @@ def main(argv: list[str] | None = None) -> int:
               f"run the same command again to go on", file=sys.stderr)
         return code
     except ReplayError as error:
-        from teachers.probe import AllUnreachable   # here: it loads asyncio, which a dry run never needs
+        # imported here: teachers.probe loads asyncio, which a dry run never needs
+        from teachers.probe import AllUnreachable
         from teachers.scrub import scrub
 
         print(f"error: {scrub(str(error))}", file=sys.stderr)
