@@ -172,6 +172,32 @@ def test_the_prefilter_changes_no_output(monkeypatch: pytest.MonkeyPatch) -> Non
     assert sum(1 for t in texts if rules.prefilter(t.encode())) < len(texts)  # it does skip
 
 
+def test_a_rule_the_prefilter_lets_through_still_needs_its_keyword(tmp_path, monkeypatch: pytest.MonkeyPatch
+                                                                   ) -> None:
+    """The prefilter holds the rules' regexes only (issue #39); a rule whose regex may match still runs
+    only where one of its keywords occurs (in any case, as gitleaks has it); a keyword alone runs
+    nothing."""
+    import dataclasses
+
+    from teachers import secret_prefilter, secret_rules
+
+    monkeypatch.setenv("REPLAY_PREFILTER_CACHE", str(tmp_path))
+    raws = [{"id": "zebra-code", "regex": r"code-[0-9]{8}", "keywords": ["Zebra"]},
+            {"id": "bare-code", "regex": r"bare-[0-9]{8}"}]
+    plain = secret_rules._build(raws, {}, set(), [])
+    built = secret_prefilter.build([raw["regex"].encode() for raw in raws])
+    assert built is not None
+    scan, covered = built
+    rules = dataclasses.replace(plain, prefilter=scan, covered=covered)
+    for text in (b"code-12345678", b"a ZEBRA: code-12345678 and bare-87654321", b"zebra, no code",
+                 b"zebra code-1234", b"bare-87654321"):
+        assert [r.id for r in rules.scan(text)] == [r.id for r in plain.candidates(text.lower())
+                                                    if r.regex.search(text)], text
+    both = b"a ZEBRA: code-12345678 and bare-87654321"
+    assert [r.id for r in rules.scan(both)] == ["zebra-code", "bare-code"]
+    assert rules.scan(b"code-12345678") == [] and rules.scan(b"zebra, no code") == []
+
+
 def test_the_prefilter_database_is_compiled_once(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     from teachers import secret_prefilter
 
