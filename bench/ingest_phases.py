@@ -184,10 +184,9 @@ def main(argv: list[str] | None = None) -> int:
     # other's measured the drift. Even so, this checkout against itself gave parts from 0.57x to 1.26x
     # with --repeat 2 (2026-11-27): read a part's ratio only from many rounds.
     trees = [ROOT, args.baseline] if args.baseline else [ROOT]
-    runs: dict[int, list[dict[str, Any]]] = {0: [], 1: []}
+    runs: list[list[dict[str, Any]]] = [[] for _ in trees]
     for round_ in range(max(args.repeat, 1)):
-        order = [0, 1] if round_ % 2 == 0 else [1, 0]
-        for which in order[:len(trees)]:
+        for which in (range(len(trees)) if round_ % 2 == 0 else reversed(range(len(trees)))):
             runs[which].append(measure(args.corpus, 1, trees[which]))
     here = _best(runs[0])
     there = _best(runs[1]) if args.baseline else None

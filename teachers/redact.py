@@ -125,7 +125,7 @@ def _direct(text: str, data: bytes, chosen: list[Rule]) -> list[Span]:
                 found.append((start, end, rule))
     if deferring:
         found += _undeferred(data, deferring, found, rules)
-    return _char_offsets(text, data, found) if found else found
+    return _char_offsets(text, data, found)
 
 
 def _undeferred(data: bytes, deferring: list[tuple[int, int, Rule, int]], found: list[tuple[int, int, Rule]],

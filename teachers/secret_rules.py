@@ -16,7 +16,7 @@ import math
 import tomllib
 from collections import Counter
 from dataclasses import dataclass
-from functools import cache, lru_cache
+from functools import cache, cached_property, lru_cache
 from typing import Any
 
 from configs import config_path
@@ -59,10 +59,10 @@ class Rule:
     defers: bool = False             # yields to a service's own rule named in the match (defer_to_named)
     global_allow: bool = True        # gitleaks' global allowlist applies (not in skip_global_allowlist)
 
-    @property
+    @cached_property   # (a frozen dataclass keeps it: cached_property writes the instance's __dict__)
     def needles(self) -> tuple[bytes, ...]:
         """The keywords as the keyword set matches them: bytes of the lower-cased words."""
-        return _needles(self.keywords)
+        return tuple(word.lower().encode() for word in self.keywords)
 
 
 @dataclass(frozen=True)
@@ -130,11 +130,6 @@ def _compile(pattern: str) -> Any:
     options = re2.Options()
     options.max_mem = _MAX_MEM
     return re2.compile(pattern.encode(), options)
-
-
-@cache
-def _needles(words: tuple[str, ...]) -> tuple[bytes, ...]:
-    return tuple(word.lower().encode() for word in words)
 
 
 @cache
