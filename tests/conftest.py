@@ -33,7 +33,24 @@ def client() -> Any:
         engine.ping()
     except Exception as exc:
         pytest.fail(f"no docker engine ({exc}); run .ci/docker.sh first")
+    _remove_stale(engine)
     return engine
+
+
+def _remove_stale(engine: Any) -> None:
+    """Remove what an earlier, killed test session left on the engine (its containers survive a restart of
+    dockerd): every docker test asserts its run left nothing behind, and would fail on those instead."""
+    from collect.runtime import LABEL
+
+    stale = engine.containers.list(all=True, filters={"label": LABEL})
+    stale += [c for c in engine.containers.list(all=True) if c.name.startswith("sweb.eval.toy")]
+    for container in stale:
+        container.remove(force=True)
+    networks = engine.networks.list(filters={"label": LABEL})
+    for network in networks:
+        network.remove()
+    if stale or networks:
+        print(f"removed {len(stale)} containers and {len(networks)} networks left by an earlier test session")
 
 
 def shared(path: Path) -> Path:
