@@ -20,15 +20,15 @@ a corpus so that a third of its files continue or copy another file's session (i
 `measure` runs `python -m replay.run --source CORPUS --out TMP --dry-run` in this checkout (with
 redaction and the default worker processes; with `--ingest-workers 1`; with `--no-redact`) and in
 `--baseline` (e.g. `git worktree add /tmp/base 6298582`), each `--repeat` times in a fresh process,
-interleaved with claude-code-log when `--ccl` names a Python that has it (`python -m venv /tmp/ccl-venv
-&& /tmp/ccl-venv/bin/pip install claude-code-log`): its `load_transcript` over the very files a dry
-run reads as sessions (subagent transcripts are skipped by both), the peer reader users already run on
-these files (one process; its loop only, not its start). Printed per variant: the worker processes
-it used (report.json `extra.ingest_workers`), median seconds, MB/s over the sessions' bytes, the
-ratios to claude-code-log and to the baseline, peak RSS of the main process and of its largest worker,
-and the size of the output folder; whether every variant's states.jsonl and traces.jsonl are
-byte-identical; the load before and after. `--profile` adds a cProfile of one single-process
-redacting run of this checkout.
+interleaved with claude-code-log when `--ccl` names a Python that has it (every other round in reverse
+order; `python -m venv /tmp/ccl-venv && /tmp/ccl-venv/bin/pip install claude-code-log`): its
+`load_transcript` over the very files a dry run reads as sessions (subagent transcripts are skipped by
+both), the peer reader users already run on these files (one process; its loop only, not its start).
+Printed per variant: the worker processes it used (report.json `extra.ingest_workers`), median seconds,
+MB/s over the sessions' bytes, the ratios to claude-code-log and to the baseline, peak RSS of the main
+process and of its largest worker, and the size of the output folder; whether every variant's
+states.jsonl and traces.jsonl are byte-identical; the load before and after. `--profile` adds a cProfile
+of one single-process redacting run of this checkout.
 """
 
 from __future__ import annotations
@@ -247,12 +247,17 @@ def measure(args: argparse.Namespace) -> int:
     with tempfile.NamedTemporaryFile("w", suffix=".txt") as listing:
         listing.write("".join(f"{p}\n" for p in files))
         listing.flush()
-        for _ in range(args.repeat):  # interleaved, so a busy spell weighs on every variant alike
-            for name, tree in trees:
-                for mode, extra in _modes(tree):
-                    rows.setdefault((name, mode), []).append(_dry_run(tree, corpus, extra))
-            if args.ccl:
-                ccl.append(_ccl(args.ccl, Path(listing.name)))
+        jobs = [(name, tree, mode, extra) for name, tree in trees for mode, extra in _modes(tree)]
+        jobs += [None] if args.ccl else []   # claude-code-log's turn
+        for round_ in range(args.repeat):
+            # Interleaved, so a busy spell weighs on every variant alike; every other round in reverse
+            # order (ABBA), as this machine's speed drifts within a round too.
+            for job in jobs if round_ % 2 == 0 else jobs[::-1]:
+                if job is None:
+                    ccl.append(_ccl(args.ccl, Path(listing.name)))
+                    continue
+                name, tree, mode, extra = job
+                rows.setdefault((name, mode), []).append(_dry_run(tree, corpus, extra))
     seconds = {key: statistics.median(r.seconds for r in runs) for key, runs in rows.items()}
     peer = statistics.median(ccl) if ccl else None
     if peer is not None:

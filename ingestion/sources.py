@@ -76,14 +76,25 @@ def find_files(source: Path | Sequence[Path], stats: IngestStats | None = None) 
     stats = stats if stats is not None else IngestStats()
     roots = [source] if isinstance(source, str | os.PathLike) else list(source)
     files: list[Path] = []
-    seen: set[str] = set()
+    seen: set[tuple[int, int] | str] = set()
     for root in roots:
         for path in _root_files(Path(root), stats):
-            key = os.path.realpath(path)
+            key = _identity(path)
             if key not in seen:
                 seen.add(key)
                 files.append(path)
     return files
+
+
+def _identity(path: Path) -> tuple[int, int] | str:
+    # The file a path leads to, links followed: one stat, where os.path.realpath takes one per folder
+    # of the path (a third of a second on 2,907 files in deep folders). A path that cannot be
+    # stat'ed (a broken link) stays itself: reading it counts why.
+    try:
+        info = os.stat(path)
+    except OSError:
+        return os.path.realpath(path)
+    return info.st_dev, info.st_ino
 
 
 def _root_files(source: Path, stats: IngestStats) -> list[Path]:

@@ -10,6 +10,7 @@ from rich.console import Console
 
 from ingestion.schema import ReplayError
 from ingestion.sources import find_files
+from ingestion.stats import IngestStats
 from ingestion.store import STATES_FILE as STATES_FILE  # re-exported: the name callers knew
 from ingestion.store import load_states as load_states  # re-exported: the view and benches read it here
 from replay.ingest.read import ingest_to_file as ingest_to_file  # re-exported: tests and benches call it
@@ -36,7 +37,8 @@ def run(config: RunConfig, console: Console | None = None) -> Report:
     fails (RunFailed, CacheError, an interrupt) leaves OUT's previous files as they were."""
     console = console or Console(stderr=True)
     check_out(config.out, config.force)
-    find_files(config.source)  # a bad --source is one line before anything is opened or made
+    stats = IngestStats()   # the listing's problems (a folder it cannot read) are ingestion's
+    files = find_files(config.source, stats)  # a bad --source is one line before anything is opened or made
     pool, judge = None, None
     if config.pool is not None:
         from replay.ask.pool import build_pool, check_credentials
@@ -59,7 +61,7 @@ def run(config: RunConfig, console: Console | None = None) -> Report:
 
             stop_unreachable(pool, console)
         with run_folder(config.out) as work:
-            report = _run_into(work, config, pool, judge, console)
+            report = _run_into(work, config, pool, judge, console, files, stats)
             swap_in(work, config.out)
     finally:
         if pool is not None:
@@ -68,12 +70,12 @@ def run(config: RunConfig, console: Console | None = None) -> Report:
 
 
 def _run_into(work: Path, config: RunConfig, pool: TeacherPool | None, judge: TeacherSpec | None,
-              console: Console) -> Report:
+              console: Console, files: list[Path], stats: IngestStats) -> Report:
     """Ingest → select → ask → decide → export, into the run's fresh folder `work`."""
     from teachers.redact_state import StateRedactor
 
     redactor = StateRedactor(redaction_key()) if config.redact else None
-    report, _ = ingest_to_file(config.source, work, config.ingest, console, redactor)
+    report, _ = ingest_to_file(config.source, work, config.ingest, console, redactor, files, stats)
     report.dry_run = config.dry_run
     if config.select:   # without filters, ingestion counted the outcomes (report.add_ingest)
         report.outcomes, report.states_unselected = select_into(work, config.select)

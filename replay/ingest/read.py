@@ -20,16 +20,19 @@ if TYPE_CHECKING:
 
 
 def ingest_to_file(source: Path, out: Path, options: IngestOptions, console: Console | None = None,
-                   redactor: StateRedactor | None = None) -> tuple[Report, IngestStats]:
+                   redactor: StateRedactor | None = None, files: list[Path] | None = None,
+                   stats: IngestStats | None = None) -> tuple[Report, IngestStats]:
     """Read every state under `source` into `out` (states.jsonl + traces.jsonl, ingestion/store.py), each
     redacted by `redactor` (the one redaction pass: teachers, outputs and the card all see these
     states); return the report so far. Large sources are read by worker processes
-    (replay/ingest/parallel.py), with the same result."""
+    (replay/ingest/parallel.py), with the same result. `files`: `source` listed already
+    (`ingestion.sources.find_files`, into `stats`)."""
     from replay.ingest.parallel import auto_workers
 
     console = console or Console(stderr=True)
-    stats = IngestStats()
-    files = find_files(source, stats)
+    if files is None or stats is None:
+        stats = IngestStats()
+        files = find_files(source, stats)
     workers = 1 if options.max_states is not None else auto_workers(files, options.workers)
     _ingest(source, files, out, options, console, stats, redactor, workers)
     report = Report()
