@@ -241,6 +241,20 @@ def test_fifos_and_broken_links_never_stop_a_run(tmp_path: Path) -> None:
     assert fifo["file"].endswith("pipe.jsonl") and fifo["detail"] == "a FIFO"
 
 
+def test_a_file_reached_by_several_paths_is_listed_once(tmp_path: Path) -> None:
+    """A file reached through a link to it, a link to its folder, or a root given twice is one file;
+    a copy is another file (its resumed turns are settled when read)."""
+    projects = tmp_path / "projects"
+    session = write_session(projects / "p", basic_session())
+    (projects / "alias").symlink_to(projects / "p")                       # a folder link inside the tree
+    (projects / "q").mkdir()
+    (projects / "q" / "linked.jsonl").symlink_to(session)
+    os.link(session, projects / "q" / "hard.jsonl")
+    shutil.copy(session, projects / "q" / "copy.jsonl")
+    files = find_files([projects, projects / "p"])
+    assert files == [projects / "p" / session.name, projects / "q" / "copy.jsonl"]
+
+
 # --- gzip -----------------------------------------------------------------------------------------
 
 def test_gzipped_sessions_read_like_plain_ones(tmp_path: Path) -> None:
