@@ -27,8 +27,9 @@ both), the peer reader users already run on these files (one process; its loop o
 Printed per variant: the worker processes it used (report.json `extra.ingest_workers`), median seconds,
 MB/s over the sessions' bytes, the ratios to claude-code-log and to the baseline, peak RSS of the main
 process and of its largest worker, and the size of the output folder; whether every variant's
-states.jsonl and traces.jsonl are byte-identical; the load before and after. `--profile` adds a cProfile
-of one single-process redacting run of this checkout.
+states.jsonl and traces.jsonl are byte-identical; what a dry run costs before it reads (its time on one
+tiny session: claude-code-log's figure leaves its own start out); the load before and after.
+`--profile` adds a cProfile of one single-process redacting run of this checkout.
 """
 
 from __future__ import annotations
@@ -227,6 +228,26 @@ def _load() -> str:
     return " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
+_TINY = [  # one user turn and one assistant turn
+    {"type": "user", "uuid": "u1", "parentUuid": None, "sessionId": "s1",
+     "message": {"role": "user", "content": "hi"}},
+    {"type": "assistant", "uuid": "a1", "parentUuid": "u1", "sessionId": "s1",
+     "message": {"id": "m1", "role": "assistant", "model": "claude-x",
+                 "content": [{"type": "text", "text": "ok"}]}},
+]
+
+
+def _startup(repeat: int = 3) -> float:
+    """What a dry run costs before it reads anything: its time on one tiny session (median)."""
+    folder = Path(tempfile.mkdtemp(prefix="bench-tiny-"))
+    try:
+        (folder / "p").mkdir()
+        (folder / "p" / "s1.jsonl").write_text("".join(json.dumps(r) + "\n" for r in _TINY))
+        return statistics.median(_dry_run(ROOT, folder, []).seconds for _ in range(repeat))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def _modes(tree: Path) -> list[tuple[str, list[str]]]:
     """MODES, less `1 process` for a tree older than --ingest-workers (it has one process only)."""
     flags = (tree / "replay" / "run.py").read_text()
@@ -282,6 +303,9 @@ def measure(args: argparse.Namespace) -> int:
                        for mode in ("no-redact", "redact") if args.baseline]:
         same = {r.digest for key in keys for r in rows.get(key, [])}
         print(f"  outputs, {label}: {'byte-identical' if len(same) == 1 else 'DIFFER'}")
+    fixed = _startup()
+    print(f"  start-up: a dry run of one two-turn session takes {fixed:.2f} s in this checkout (interpreter,"
+          f" imports, rules); claude-code-log's figure leaves its own start out")
     share = 1 - seconds[("this", "no-redact")] / seconds[("this", "redact")]
     print(f"  redaction's share of this checkout's default dry run: {share:.0%}")
     print(f"  load at end: {_load()}")
