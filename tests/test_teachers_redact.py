@@ -14,6 +14,14 @@ from teachers.redact_state import StateRedactor
 from tests.secret_corpus import BENIGN, SECRETS
 
 
+def test_every_rule_compiles() -> None:
+    """Rules compile on first use (most never run on a text): a packaged rule RE2 refuses fails here."""
+    from teachers.secret_rules import rule_set
+
+    rules = rule_set().rules
+    assert len(rules) > 200 and all(rule.regex is not None for rule in rules)
+
+
 def test_corpus_is_large_and_varied() -> None:
     assert len(SECRETS) >= 40 and len({s.kind for s in SECRETS}) >= 30 and len(BENIGN) >= 30
     assert {s.where for s in SECRETS} >= {"user", "tool_args", "tool_result", "write", "edit", "thinking",
