@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass, replace
+from typing import IO
 
 import orjson
 
@@ -98,19 +99,28 @@ _SEGMENT_KEY = b',"segment":'
 _LINE_START = b'{"segment":'
 
 
-def renumbered(lines: bytes, base: int, in_row: bool) -> bytes:
-    """`lines` with every segment number raised by `base`: a trace line starts with it; a state row
+def write_renumbered(out: IO[bytes], lines: bytes, base: int, in_row: bool) -> None:
+    """Write `lines` with every segment number raised by `base`: a trace line starts with it; a state row
     holds it after the state's own fields, and only `messages` (ranges) and `tools` (a number) follow,
-    so its last occurrence is the one."""
+    so its last occurrence is the one. The bytes between numbers go out as views of `lines`, not copied:
+    a shard's trace lines hold every message it adds (tens of MB, once per run, in the process that
+    merges while the workers read)."""
     if not base:
-        return lines
-    out = []
-    for line in lines.split(b"\n")[:-1]:
-        start = line.rfind(_SEGMENT_KEY) + len(_SEGMENT_KEY) if in_row else len(_LINE_START)
-        end = line.index(b",", start)
-        out.append(line[:start] + str(int(line[start:end]) + base).encode() + line[end:])
-    out.append(b"")
-    return b"\n".join(out)
+        out.write(lines)
+        return
+    view = memoryview(lines)
+    position, size = 0, len(lines)
+    while position < size:
+        stop = lines.index(b"\n", position) + 1
+        if in_row:
+            start = lines.rindex(_SEGMENT_KEY, position, stop) + len(_SEGMENT_KEY)
+        else:
+            start = position + len(_LINE_START)
+        end = lines.index(b",", start, stop)
+        out.write(view[position:start])
+        out.write(b"%d" % (int(lines[start:end]) + base))
+        out.write(view[end:stop])
+        position = stop
 
 
 def _mapping(table: _Table, digests: list[bytes]) -> tuple[list[int], list[bool]]:
@@ -185,8 +195,8 @@ class MergingWriter(StateWriter):
             states_out.write(rows)
             traces_out.write(lines)
             states, traces, base = states[rows_end:], traces[lines_end:], self._segment
-        traces_out.write(renumbered(traces, base, in_row=False))
-        states_out.write(renumbered(states, base, in_row=True))
+        write_renumbered(traces_out, traces, base, in_row=False)
+        write_renumbered(states_out, states, base, in_row=True)
         self._segment = base + shard.segments - 1
         self.states += shard.count
         self._trace = shard.last
