@@ -21,6 +21,7 @@ from ingestion.stats import IngestStats
 
 _DECODER = json.JSONDecoder()
 BOM = b"\xef\xbb\xbf"
+_SPACE = b" \t\n\r\x0b\x0c"   # what bytes.isspace() counts as space
 
 
 def open_lines(path: Path) -> IO[bytes]:
@@ -70,18 +71,22 @@ def iter_records(path: Path, stats: IngestStats) -> Iterator[tuple[int, dict[str
     name = str(path)
     handle = open_lines(path)
     lineno = 0
+    # A gzip stream is read line by line: a stream cut short then keeps every line before the cut
+    # (a large read would lose the piece it was decompressing).
+    lines = handle if isinstance(handle, gzip.GzipFile) else _lines(handle)
     with handle:
         try:
-            for lineno, raw in enumerate(handle, 1):   # one loop, no call per line: this is the hot path
-                if raw.isspace():
-                    continue
+            for lineno, raw in enumerate(lines, 1):   # one loop, no call per line: this is the hot path
+                if raw[0] in _SPACE and bytes(raw).isspace():   # (a line is never empty: it has its newline
+                    continue                                     # or is the last, with something in it)
                 stats.lines += 1
-                if raw.startswith(BOM):        # an editor's byte-order mark is not part of the record
+                if raw[:3] == BOM:             # an editor's byte-order mark is not part of the record
                     raw = raw[len(BOM):]
                 try:
                     value = orjson.loads(raw)  # orjson skips surrounding whitespace; strip() would copy MBs
                 except orjson.JSONDecodeError:
-                    yield from _recover(raw.strip(), raw.endswith(b"\n"), name, lineno, stats)
+                    line = bytes(raw)
+                    yield from _recover(line.strip(), line.endswith(b"\n"), name, lineno, stats)
                     continue
                 if isinstance(value, dict):
                     yield lineno, value
@@ -91,6 +96,38 @@ def iter_records(path: Path, stats: IngestStats) -> Iterator[tuple[int, dict[str
             reason = "truncated_gzip" if isinstance(error, EOFError) else \
                 "bad_gzip" if isinstance(error, gzip.BadGzipFile | zlib.error) else "read_error"
             stats.problem(name, lineno + 1, reason, detail=str(error))
+
+
+_CHUNK = 4 << 20
+
+
+def _lines(handle: IO[bytes]) -> Iterator[Any]:
+    """The lines of a plain file as iterating it gives them (newline kept; the last one may lack it), but
+    as views into large reads: no bytes object per line (a third of the time reading took, issue #39).
+
+    >>> import io
+    >>> [bytes(line) for line in _lines(io.BytesIO(b'{"a": 1}\\n\\n{"b"'))]
+    [b'{"a": 1}\\n', b'\\n', b'{"b"']
+    """
+    pieces: list[bytes] = []   # a line that runs on past the end of a read
+    while chunk := handle.read(_CHUNK):
+        start, end = 0, chunk.find(b"\n") + 1
+        if pieces:
+            if not end:
+                pieces.append(chunk)
+                continue
+            pieces.append(chunk[:end])
+            yield b"".join(pieces)
+            pieces = []
+            start, end = end, chunk.find(b"\n", end) + 1
+        view = memoryview(chunk)
+        while end:
+            yield view[start:end]
+            start, end = end, chunk.find(b"\n", end) + 1
+        if start < len(chunk):
+            pieces.append(chunk[start:])
+    if pieces:
+        yield b"".join(pieces)
 
 
 def _recover(line: bytes, complete: bool, name: str, lineno: int,
