@@ -103,7 +103,8 @@ _CHUNK = 4 << 20
 
 def _lines(handle: IO[bytes]) -> Iterator[Any]:
     """The lines of a plain file as iterating it gives them (newline kept; the last one may lack it), but
-    as views into large reads: no bytes object per line (a third of the time reading took, issue #39).
+    as views into large reads: no bytes object per line (issue #39: over the continuing corpus
+    `iter_records` took 0.72 s of CPU, now 0.60 s).
 
     >>> import io
     >>> [bytes(line) for line in _lines(io.BytesIO(b'{"a": 1}\\n\\n{"b"'))]

@@ -39,12 +39,13 @@ def client() -> Any:
 
 def _remove_stale(engine: Any) -> None:
     """Remove what an earlier, killed test session left on the engine (its containers survive a restart of
-    dockerd): every docker test asserts its run left nothing behind, and would fail on those instead."""
+    dockerd): every docker test asserts its run left nothing behind, and would fail on those instead.
+    (Two test sessions on one engine at once never worked: each would see the other's containers.)"""
     from collect.runtime import LABEL
 
-    stale = engine.containers.list(all=True, filters={"label": LABEL})
-    stale += [c for c in engine.containers.list(all=True) if c.name.startswith("sweb.eval.toy")]
-    for container in stale:
+    stale = {c.id: c for c in engine.containers.list(all=True, filters={"label": LABEL})}
+    stale.update({c.id: c for c in engine.containers.list(all=True) if c.name.startswith("sweb.eval.toy")})
+    for container in stale.values():
         container.remove(force=True)
     networks = engine.networks.list(filters={"label": LABEL})
     for network in networks:
