@@ -58,30 +58,21 @@ def wait_until(condition: Callable[[], bool], what: str, limit: float = 300.0) -
 class Log:
     """A responder wrapper recording, per request, its key, when it arrived and when it was answered."""
 
-    def __init__(self, respond: Callable[[dict[str, Any]], Reply] = scripted, delay: float = 0.0,
-                 hold_after: int | None = None) -> None:
-        self.respond, self.delay, self.hold_after = respond, delay, hold_after
+    def __init__(self, respond: Callable[[dict[str, Any]], Reply] = scripted, delay: float = 0.0) -> None:
+        self.respond, self.delay = respond, delay
         self.lock = threading.Lock()
         self.arrived: list[tuple[float, str]] = []
         self.answered: list[tuple[float, str]] = []
-        self.gate = threading.Event()
 
     def __call__(self, body: dict[str, Any]) -> Reply:
         key = request_key(body)
         with self.lock:
             self.arrived.append((time.time(), key))
-            held = self.hold_after is not None and len(self.answered) >= self.hold_after
-        if held:   # a run being interrupted cannot finish first, however the machine schedules it
-            self.gate.wait()
         time.sleep(self.delay)
         reply = self.respond(body)
         with self.lock:  # the answer is written right after this returns
             self.answered.append((time.time(), key))
         return reply
-
-    def release(self) -> None:
-        """Answer the requests held after `hold_after` answers, and every later one."""
-        self.gate.set()
 
     def keys(self) -> list[str]:
         with self.lock:
