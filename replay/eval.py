@@ -52,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     from ingestion.schema import ReplayError
     from replay.evaluation.run import EvalConfig, EvalFailed, evaluate, plan
     from replay.evaluation.summary import plan_lines, summary_lines
+    from replay.signals import Interrupted, interruption, stop_signals
     from teachers.cache import CacheError
     from teachers.probe import AllUnreachable
 
@@ -61,11 +62,16 @@ def main(argv: list[str] | None = None) -> int:
         if args.dry_run:
             print("\n".join(plan_lines(plan(config))))
             return 0
-        evaluation = evaluate(config)
-    except KeyboardInterrupt:
-        print(f"interrupted: every answer received is in the cache and {config.out_dir} is as it was; run "
-              f"the same command again to go on", file=sys.stderr)
-        return 130
+        with stop_signals():
+            evaluation = evaluate(config)
+    except (KeyboardInterrupt, BaseExceptionGroup) as caught:    # Interrupted is a KeyboardInterrupt
+        stop = interruption(caught)
+        if stop is None:
+            raise
+        name, code = ("SIGTERM", 143) if isinstance(stop, Interrupted) else ("SIGINT", 130)
+        print(f"interrupted ({name}): every answer received is in the cache and {config.out_dir} is as it "
+              f"was; run the same command again to go on", file=sys.stderr)
+        return code
     except ReplayError as error:
         from teachers.scrub import scrub
 

@@ -10,10 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
-import signal
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import NoReturn
 
@@ -22,6 +19,7 @@ from ingestion.schema import ReplayError
 from replay.flags import at_least, fraction, out_folder, positive_float, seconds, usd
 from replay.options import ConsensusOptions, ExportOptions, PoolOptions, RunConfig
 from replay.select.filters import SelectError, parse_filter
+from replay.signals import Interrupted, interruption, stop_signals
 
 
 class _Parser(argparse.ArgumentParser):
@@ -38,13 +36,6 @@ def select_value(text: str) -> str:
     except SelectError as error:
         raise argparse.ArgumentTypeError(str(error).removeprefix("--select ")) from None
     return text
-
-
-class Interrupted(KeyboardInterrupt):
-    """SIGTERM, raised as SIGINT's KeyboardInterrupt is, so every `finally` runs. A KeyboardInterrupt
-    itself: asyncio lets only those (and SystemExit) out of the loop's callbacks, and logs and drops any
-    other exception raised there — a SIGTERM that lands while the loop runs one would be lost, and the
-    run would go on to the end."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -248,37 +239,6 @@ def _export_options(args: argparse.Namespace) -> ExportOptions:
                          test_split=args.test_split, license=args.license, format=args.format)
 
 
-@contextmanager
-def _signals() -> Iterator[None]:
-    """SIGTERM raises `Interrupted` as SIGINT raises KeyboardInterrupt (main thread only)."""
-    def terminate(signum: int, frame: object) -> None:
-        raise Interrupted()
-
-    previous = signal.signal(signal.SIGTERM, terminate)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-def interruption(error: BaseException) -> BaseException | None:
-    """The SIGINT / SIGTERM in `error`: itself, or one inside an exception group (a signal that lands
-    while a task of the run's TaskGroup runs is raised in that task, and the group wraps it).
-
-    >>> interruption(BaseExceptionGroup("run", [ValueError(), Interrupted()])).__class__.__name__
-    'Interrupted'
-    >>> interruption(ExceptionGroup("run", [ValueError()])) is None
-    True
-    """
-    if isinstance(error, KeyboardInterrupt):    # Interrupted too
-        return error
-    if isinstance(error, BaseExceptionGroup):
-        for inner in error.exceptions:
-            if (found := interruption(inner)) is not None:
-                return found
-    return None
-
-
 def _lacking(teachers: str | None) -> dict[str, list[str]]:
     """Each teacher's API keys not set in the environment (none for endpoints of our own)."""
     if not teachers:
@@ -304,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     from teachers.cache import CacheError
 
     try:
-        with _signals():
+        with stop_signals():
             report = run(config_from_args(args, argv))
     except (KeyboardInterrupt, BaseExceptionGroup) as caught:    # Interrupted is a KeyboardInterrupt
         stop = interruption(caught)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -40,10 +41,17 @@ def stored_keys(cache: Path) -> set[str]:
         return set()
 
 
-def spawn(*args: str) -> subprocess.Popen[bytes]:
-    """`python -m replay.run ARGS` from the checkout, output captured."""
-    return subprocess.Popen([sys.executable, "-m", "replay.run", *args], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+def spawn(*args: str, sigint_ignored: bool = False) -> subprocess.Popen[bytes]:
+    """`python -m replay.run ARGS` from the checkout, output captured. `sigint_ignored`: the child
+    inherits SIGINT ignored, as a background job of a non-interactive shell does (`cmd &` in a script,
+    CI runners)."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if sigint_ignored else None
+    try:
+        return subprocess.Popen([sys.executable, "-m", "replay.run", *args], cwd=ROOT,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
 
 
 def wait_until(condition: Callable[[], bool], what: str, limit: float = 300.0) -> None:

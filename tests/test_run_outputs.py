@@ -100,7 +100,9 @@ def test_signal_is_one_line_keeps_answers_and_out(fixtures_root: Path, tmp_path:
         before = snapshot(out)
         args = ("--source", str(session), "--out", str(out), "--teachers", teachers, "--cache", str(cache),
                 "--concurrency", "4")
-        victim = spawn(*args)
+        # SIGINT: started with SIGINT ignored, as a script's background job is (CI ran it so, and the
+        # run ignored the signal and exited 0 until replay.signals installed the handler itself).
+        victim = spawn(*args, sigint_ignored=signum == signal.SIGINT)
         wait_until(lambda: len(stored_keys(cache)) >= 8 or victim.poll() is not None, "8 answers stored")
         victim.send_signal(signum)
         _, err = victim.communicate(timeout=120)
@@ -122,7 +124,7 @@ def test_a_sigterm_while_the_event_loop_runs_a_callback_stops_the_run() -> None:
     CI saw a run go on to the end and exit 0 after "Exception in callback ... Interrupted"."""
     import asyncio
 
-    from replay.run import Interrupted, _signals
+    from replay.signals import Interrupted, stop_signals
 
     def busy_callback() -> None:
         os.kill(os.getpid(), signal.SIGTERM)
@@ -132,8 +134,28 @@ def test_a_sigterm_while_the_event_loop_runs_a_callback_stops_the_run() -> None:
         asyncio.get_running_loop().call_soon(busy_callback)
         await asyncio.sleep(5)
 
-    with _signals(), pytest.raises(Interrupted):
+    with stop_signals(), pytest.raises(Interrupted):
         asyncio.run(run())
+
+
+def test_sigint_inherited_ignored_still_interrupts_and_is_ignored_again_after() -> None:
+    """A script's background job inherits SIGINT ignored; the run must stop on it all the same (asyncio.run
+    cancels its main task only where Python's own handler is installed), and leave the handler as it was."""
+    import asyncio
+
+    from replay.signals import stop_signals
+
+    async def run() -> None:
+        asyncio.get_running_loop().call_later(0.05, os.kill, os.getpid(), signal.SIGINT)
+        await asyncio.sleep(30)
+
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with stop_signals(), pytest.raises(KeyboardInterrupt):
+            asyncio.run(run())
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def test_interrupted_run_leaves_out_as_it_was(fixtures_root: Path, tmp_path: Path) -> None:

@@ -1,0 +1,55 @@
+"""How the commands that ask models stop on a signal: SIGINT and SIGTERM both end in a KeyboardInterrupt
+the command turns into one line and exit 130 / 143, after every `finally` ran."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM, raised as SIGINT's KeyboardInterrupt is, so every `finally` runs. A KeyboardInterrupt
+    itself: asyncio lets only those (and SystemExit) out of the loop's callbacks, and logs and drops any
+    other exception raised there — a SIGTERM that lands while the loop runs one would be lost, and the
+    run would go on to the end."""
+
+
+@contextmanager
+def stop_signals() -> Iterator[None]:
+    """SIGINT raises KeyboardInterrupt and SIGTERM `Interrupted` (main thread only), whatever the
+    process inherited; both handlers as they were afterwards.
+
+    SIGINT's handler is installed explicitly: a process a script starts in the background (`cmd &`
+    without job control: CI runners, batch jobs) inherits SIGINT ignored, Python then installs no
+    handler of its own, and a `kill -INT` was ignored while the run went on to the end and exited 0.
+    It is Python's own `default_int_handler`, so `asyncio.run` still takes SIGINT over (it cancels the
+    main task, and only when it finds that handler installed)."""
+    def terminate(signum: int, frame: object) -> None:
+        raise Interrupted()
+
+    previous = {signal.SIGINT: signal.signal(signal.SIGINT, signal.default_int_handler),
+                signal.SIGTERM: signal.signal(signal.SIGTERM, terminate)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def interruption(error: BaseException) -> BaseException | None:
+    """The SIGINT / SIGTERM in `error`: itself, or one inside an exception group (a signal that lands
+    while a task of the run's TaskGroup runs is raised in that task, and the group wraps it).
+
+    >>> interruption(BaseExceptionGroup("run", [ValueError(), Interrupted()])).__class__.__name__
+    'Interrupted'
+    >>> interruption(ExceptionGroup("run", [ValueError()])) is None
+    True
+    """
+    if isinstance(error, KeyboardInterrupt):    # Interrupted too
+        return error
+    if isinstance(error, BaseExceptionGroup):
+        for inner in error.exceptions:
+            if (found := interruption(inner)) is not None:
+                return found
+    return None
