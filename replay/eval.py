@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     from ingestion.schema import ReplayError
     from replay.evaluation.run import EvalConfig, EvalFailed, evaluate, plan
     from replay.evaluation.summary import plan_lines, summary_lines
-    from replay.signals import Interrupted, interruption, stop_signals
+    from replay.signals import interrupted_exit, stop_signals
     from teachers.cache import CacheError
     from teachers.probe import AllUnreachable
 
@@ -65,12 +65,8 @@ def main(argv: list[str] | None = None) -> int:
         with stop_signals():
             evaluation = evaluate(config)
     except (KeyboardInterrupt, BaseExceptionGroup) as caught:    # Interrupted is a KeyboardInterrupt
-        stop = interruption(caught)
-        if stop is None:
+        if (code := interrupted_exit(caught, config.out_dir)) is None:
             raise
-        name, code = ("SIGTERM", 143) if isinstance(stop, Interrupted) else ("SIGINT", 130)
-        print(f"interrupted ({name}): every answer received is in the cache and {config.out_dir} is as it "
-              f"was; run the same command again to go on", file=sys.stderr)
         return code
     except ReplayError as error:
         from teachers.scrub import scrub

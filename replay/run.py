@@ -19,7 +19,7 @@ from ingestion.schema import ReplayError
 from replay.flags import at_least, fraction, out_folder, positive_float, seconds, usd
 from replay.options import ConsensusOptions, ExportOptions, PoolOptions, RunConfig
 from replay.select.filters import SelectError, parse_filter
-from replay.signals import Interrupted, interruption, stop_signals
+from replay.signals import interrupted_exit, stop_signals
 
 
 class _Parser(argparse.ArgumentParser):
@@ -267,12 +267,8 @@ def main(argv: list[str] | None = None) -> int:
         with stop_signals():
             report = run(config_from_args(args, argv))
     except (KeyboardInterrupt, BaseExceptionGroup) as caught:    # Interrupted is a KeyboardInterrupt
-        stop = interruption(caught)
-        if stop is None:
+        if (code := interrupted_exit(caught, args.out)) is None:
             raise
-        name, code = ("SIGTERM", 143) if isinstance(stop, Interrupted) else ("SIGINT", 130)
-        print(f"interrupted ({name}): every answer received is in the cache and {args.out} is as it was; "
-              f"run the same command again to go on", file=sys.stderr)
         return code
     except ReplayError as error:
         # imported here: teachers.probe loads asyncio, which a dry run never needs

@@ -4,6 +4,7 @@ the command turns into one line and exit 130 / 143, after every `finally` ran.""
 from __future__ import annotations
 
 import signal
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -53,3 +54,15 @@ def interruption(error: BaseException) -> BaseException | None:
             if (found := interruption(inner)) is not None:
                 return found
     return None
+
+
+def interrupted_exit(caught: BaseException, out: object) -> int | None:
+    """For a command that asks models and writes `out` whole or not at all: the exit code of the signal
+    in `caught` (130 SIGINT, 143 SIGTERM) once its one line is printed; None when it holds none."""
+    stop = interruption(caught)
+    if stop is None:
+        return None
+    name, code = ("SIGTERM", 143) if isinstance(stop, Interrupted) else ("SIGINT", 130)
+    print(f"interrupted ({name}): every answer received is in the cache and {out} is as it was; run the "
+          f"same command again to go on", file=sys.stderr)
+    return code

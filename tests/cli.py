@@ -10,7 +10,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -41,17 +42,23 @@ def stored_keys(cache: Path) -> set[str]:
         return set()
 
 
-def spawn(*args: str, sigint_ignored: bool = False) -> subprocess.Popen[bytes]:
-    """`python -m replay.run ARGS` from the checkout, output captured. `sigint_ignored`: the child
-    inherits SIGINT ignored, as a background job of a non-interactive shell does (`cmd &` in a script,
-    CI runners)."""
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if sigint_ignored else None
+@contextmanager
+def sigint_ignored() -> Iterator[None]:
+    """Children started inside inherit SIGINT ignored, as a background job of a non-interactive shell
+    does (`cmd &` in a script, CI runners)."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def spawn(*args: str, ignoring_sigint: bool = False) -> subprocess.Popen[bytes]:
+    """`python -m replay.run ARGS` from the checkout, output captured (`ignoring_sigint`: started
+    inside `sigint_ignored`)."""
+    with sigint_ignored() if ignoring_sigint else nullcontext():
         return subprocess.Popen([sys.executable, "-m", "replay.run", *args], cwd=ROOT,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
 
 
 def wait_until(condition: Callable[[], bool], what: str, limit: float = 300.0) -> None:

@@ -5,8 +5,10 @@ teachers, then models on the same loopback server whose agreement with the teach
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +19,7 @@ from datasets import load_from_disk
 from replay.eval import main as eval_main
 from replay.run import main as run_main
 from tests import eval_scenario as scenario
-from tests.cli import ROOT, snapshot
+from tests.cli import ROOT, sigint_ignored, snapshot
 from tests.llm_server import LLMServer
 
 RATES = {"agree90": 0.9, "agree50": 0.5}
@@ -239,3 +241,34 @@ def test_help_is_instant() -> None:
     assert done.returncode == 0 and "--models" in done.stdout and "--states" in done.stdout
     imported = {line.rsplit("|", 1)[-1].strip().split(".")[0] for line in done.stderr.splitlines()}
     assert not imported & {"litellm", "datasets", "numpy", "matplotlib", "teachers", "consensus"}
+
+
+def test_sigint_is_one_line_and_leaves_the_run_as_it_was(scene: Scene) -> None:
+    """Started as a script's background job is (SIGINT ignored), interrupted while a request is held."""
+    asked, release = threading.Event(), threading.Event()
+
+    def held(body: dict) -> object:
+        asked.set()
+        release.wait(120)
+        return scenario.respond(body)
+
+    before = snapshot(scene.run)
+    with LLMServer(held) as slow:
+        with sigint_ignored():
+            process = subprocess.Popen([sys.executable, "-m", "replay.eval", "--run", str(scene.run),
+                                        "--models", scenario.pool(slow.url, "agree90")], cwd=ROOT,
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            assert asked.wait(120), process.communicate()[1].decode()
+            process.send_signal(signal.SIGINT)
+            _, err = process.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            raise AssertionError("replay.eval went on after SIGINT") from None
+        finally:
+            release.set()
+    lines = err.decode().strip().splitlines()
+    assert process.returncode == 130, err.decode()
+    assert lines[-1].startswith("interrupted (SIGINT): every answer received is in the cache")
+    assert "Traceback" not in err.decode()
+    assert snapshot(scene.run) == before

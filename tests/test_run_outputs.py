@@ -102,7 +102,7 @@ def test_signal_is_one_line_keeps_answers_and_out(fixtures_root: Path, tmp_path:
                 "--concurrency", "4")
         # SIGINT: started with SIGINT ignored, as a script's background job is (CI ran it so, and the
         # run ignored the signal and exited 0 until replay.signals installed the handler itself).
-        victim = spawn(*args, sigint_ignored=signum == signal.SIGINT)
+        victim = spawn(*args, ignoring_sigint=signum == signal.SIGINT)
         wait_until(lambda: len(stored_keys(cache)) >= 8 or victim.poll() is not None, "8 answers stored")
         victim.send_signal(signum)
         _, err = victim.communicate(timeout=120)
