@@ -92,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     from replay.ablation.load import AblateConfig, TrainSettings
     from replay.ablation.run import ablate
     from replay.ablation.summary import print_summary
+    from replay.signals import interrupted_exit, stop_signals
 
     config = AblateConfig(run=args.run, pools=args.pools, all_subsets=args.all_subsets,
                           leave_one_out=args.leave_one_out, out=args.out, allow_calls=args.allow_calls,
@@ -104,7 +105,15 @@ def main(argv: list[str] | None = None) -> int:
                           if args.train else None,
                           command=shlex.join(["python", "-m", "replay.ablate", *argv]))
     try:
-        result = ablate(config)
+        with stop_signals():
+            result = ablate(config)
+    except (KeyboardInterrupt, BaseExceptionGroup) as caught:    # Interrupted is a KeyboardInterrupt
+        # Pools are written one after another, the tables last: OUT may hold some pools' new datasets.
+        what = (f"every answer received is in the cache; {config.out_dir} may be part-written: run the same "
+                "command again to write it whole")
+        if (code := interrupted_exit(caught, what)) is None:
+            raise
+        return code
     except ReplayError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

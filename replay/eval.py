@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     from ingestion.schema import ReplayError
     from replay.evaluation.run import EvalConfig, EvalFailed, evaluate, plan
     from replay.evaluation.summary import plan_lines, summary_lines
-    from replay.signals import interrupted_exit, stop_signals
+    from replay.signals import interrupted_exit, kept, stop_signals
     from teachers.cache import CacheError
     from teachers.probe import AllUnreachable
 
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         with stop_signals():
             evaluation = evaluate(config)
     except (KeyboardInterrupt, BaseExceptionGroup) as caught:    # Interrupted is a KeyboardInterrupt
-        if (code := interrupted_exit(caught, config.out_dir)) is None:
+        if (code := interrupted_exit(caught, kept(config.out_dir))) is None:
             raise
         return code
     except ReplayError as error:

@@ -19,7 +19,7 @@ from ingestion.schema import ReplayError
 from replay.flags import at_least, fraction, out_folder, positive_float, seconds, usd
 from replay.options import ConsensusOptions, ExportOptions, PoolOptions, RunConfig
 from replay.select.filters import SelectError, parse_filter
-from replay.signals import interrupted_exit, stop_signals
+from replay.signals import interrupted_exit, kept, stop_signals
 
 
 class _Parser(argparse.ArgumentParser):
@@ -267,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
         with stop_signals():
             report = run(config_from_args(args, argv))
     except (KeyboardInterrupt, BaseExceptionGroup) as caught:    # Interrupted is a KeyboardInterrupt
-        if (code := interrupted_exit(caught, args.out)) is None:
+        if (code := interrupted_exit(caught, kept(args.out))) is None:
             raise
         return code
     except ReplayError as error:

@@ -56,13 +56,18 @@ def interruption(error: BaseException) -> BaseException | None:
     return None
 
 
-def interrupted_exit(caught: BaseException, out: object) -> int | None:
-    """For a command that asks models and writes `out` whole or not at all: the exit code of the signal
-    in `caught` (130 SIGINT, 143 SIGTERM) once its one line is printed; None when it holds none."""
+def interrupted_exit(caught: BaseException, what: str) -> int | None:
+    """The exit code of the signal in `caught` (130 SIGINT, 143 SIGTERM) once its one line, saying
+    `what` the command leaves, is printed; None when `caught` holds no signal."""
     stop = interruption(caught)
     if stop is None:
         return None
     name, code = ("SIGTERM", 143) if isinstance(stop, Interrupted) else ("SIGINT", 130)
-    print(f"interrupted ({name}): every answer received is in the cache and {out} is as it was; run the "
-          f"same command again to go on", file=sys.stderr)
+    print(f"interrupted ({name}): {what}", file=sys.stderr)
     return code
+
+
+def kept(out: object) -> str:
+    """What an interrupted command that writes `out` whole or not at all leaves."""
+    return (f"every answer received is in the cache and {out} is as it was; run the same command again "
+            "to go on")

@@ -5,8 +5,10 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +18,7 @@ import pytest
 
 from replay.ablate import main as ablate_main
 from replay.run import main as run_main
+from tests.cli import sigint_ignored
 from tests.llm_server import LLMServer, Reply, chat_completion
 from tests.teacher_script import COMMANDS, prompt_hash
 
@@ -137,6 +140,37 @@ def test_a_teacher_never_queried_is_an_error_unless_calls_are_allowed(
     assert row_counts(rows[0]) == run_counts(four.report)
     assert ablate_main(args) == 0  # a second time: e's answers are in the run's cache
     assert len(four.server.requests) == before + len(asked)
+
+
+def test_sigint_while_asking_is_one_line(four: Run, tmp_path: Path) -> None:
+    """Started as a script's background job is (SIGINT ignored), interrupted while a new teacher's
+    request is held: exit 130, one line, no traceback."""
+    asked, release = threading.Event(), threading.Event()
+
+    def held(body: dict[str, Any]) -> Reply:
+        asked.set()
+        release.wait(120)
+        return varied(body)
+
+    with LLMServer(held) as slow:
+        args = [sys.executable, "-m", "replay.ablate", "--run", str(four.out), "--pools",
+                f"a,f=openai/f@{slow.url}", "--out", str(tmp_path / "z"), "--allow-calls"]
+        with sigint_ignored():
+            process = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            assert asked.wait(120), process.communicate()[1].decode()
+            process.send_signal(signal.SIGINT)
+            _, err = process.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            raise AssertionError("replay.ablate went on after SIGINT") from None
+        finally:
+            release.set()
+    text = err.decode()
+    assert process.returncode == 130, text
+    last = text.strip().splitlines()[-1]
+    assert last.startswith("interrupted (SIGINT): every answer received is in the cache"), text
+    assert "Traceback" not in text
 
 
 def test_same_family_exclusion_per_state(fixtures_root: Path, tmp_path: Path) -> None:
