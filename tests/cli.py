@@ -61,6 +61,38 @@ def spawn(*args: str, ignoring_sigint: bool = False) -> subprocess.Popen[bytes]:
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
+class Held:
+    """A responder that holds every request until the test lets them go (`gate`); `asked` is set by
+    the first."""
+
+    def __init__(self, respond: Callable[[dict[str, Any]], Reply]) -> None:
+        self.respond = respond
+        self.asked, self.gate = threading.Event(), threading.Event()
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        self.asked.set()
+        self.gate.wait(120)
+        return self.respond(body)
+
+
+def sigint_while_held(args: list[str], held: Held) -> tuple[int, str]:
+    """`python ARGS` from the checkout, started ignoring SIGINT (`sigint_ignored`) and sent SIGINT once
+    `held` holds a request of it: (exit code, stderr). A run that goes on is killed and fails the test."""
+    with sigint_ignored():
+        process = subprocess.Popen([sys.executable, *args], cwd=ROOT, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE)
+    try:
+        assert held.asked.wait(120), process.communicate()[1].decode()
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        raise AssertionError(f"{' '.join(args[:2])} went on after SIGINT") from None
+    finally:
+        held.gate.set()
+    return process.returncode, err.decode()
+
+
 def wait_until(condition: Callable[[], bool], what: str, limit: float = 300.0) -> None:
     """Poll `condition` (no timing asserted: `limit` only ends a test that would otherwise hang)."""
     deadline = time.monotonic() + limit

@@ -5,10 +5,8 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
-import signal
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +16,7 @@ import pytest
 
 from replay.ablate import main as ablate_main
 from replay.run import main as run_main
-from tests.cli import sigint_ignored
+from tests.cli import Held, sigint_while_held
 from tests.llm_server import LLMServer, Reply, chat_completion
 from tests.teacher_script import COMMANDS, prompt_hash
 
@@ -145,29 +143,12 @@ def test_a_teacher_never_queried_is_an_error_unless_calls_are_allowed(
 def test_sigint_while_asking_is_one_line(four: Run, tmp_path: Path) -> None:
     """Started as a script's background job is (SIGINT ignored), interrupted while a new teacher's
     request is held: exit 130, one line, no traceback."""
-    asked, release = threading.Event(), threading.Event()
-
-    def held(body: dict[str, Any]) -> Reply:
-        asked.set()
-        release.wait(120)
-        return varied(body)
-
+    held = Held(varied)
     with LLMServer(held) as slow:
-        args = [sys.executable, "-m", "replay.ablate", "--run", str(four.out), "--pools",
-                f"a,f=openai/f@{slow.url}", "--out", str(tmp_path / "z"), "--allow-calls"]
-        with sigint_ignored():
-            process = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        try:
-            assert asked.wait(120), process.communicate()[1].decode()
-            process.send_signal(signal.SIGINT)
-            _, err = process.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            raise AssertionError("replay.ablate went on after SIGINT") from None
-        finally:
-            release.set()
-    text = err.decode()
-    assert process.returncode == 130, text
+        code, text = sigint_while_held(["-m", "replay.ablate", "--run", str(four.out), "--pools",
+                                        f"a,f=openai/f@{slow.url}", "--out", str(tmp_path / "z"),
+                                        "--allow-calls"], held)
+    assert code == 130, text
     last = text.strip().splitlines()[-1]
     assert last.startswith("interrupted (SIGINT): every answer received is in the cache"), text
     assert "Traceback" not in text

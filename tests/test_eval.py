@@ -5,10 +5,8 @@ teachers, then models on the same loopback server whose agreement with the teach
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +17,7 @@ from datasets import load_from_disk
 from replay.eval import main as eval_main
 from replay.run import main as run_main
 from tests import eval_scenario as scenario
-from tests.cli import ROOT, sigint_ignored, snapshot
+from tests.cli import ROOT, Held, sigint_while_held, snapshot
 from tests.llm_server import LLMServer
 
 RATES = {"agree90": 0.9, "agree50": 0.5}
@@ -245,30 +243,13 @@ def test_help_is_instant() -> None:
 
 def test_sigint_is_one_line_and_leaves_the_run_as_it_was(scene: Scene) -> None:
     """Started as a script's background job is (SIGINT ignored), interrupted while a request is held."""
-    asked, release = threading.Event(), threading.Event()
-
-    def held(body: dict) -> object:
-        asked.set()
-        release.wait(120)
-        return scenario.respond(body)
-
     before = snapshot(scene.run)
+    held = Held(scenario.respond)
     with LLMServer(held) as slow:
-        with sigint_ignored():
-            process = subprocess.Popen([sys.executable, "-m", "replay.eval", "--run", str(scene.run),
-                                        "--models", scenario.pool(slow.url, "agree90")], cwd=ROOT,
-                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        try:
-            assert asked.wait(120), process.communicate()[1].decode()
-            process.send_signal(signal.SIGINT)
-            _, err = process.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            raise AssertionError("replay.eval went on after SIGINT") from None
-        finally:
-            release.set()
-    lines = err.decode().strip().splitlines()
-    assert process.returncode == 130, err.decode()
-    assert lines[-1].startswith("interrupted (SIGINT): every answer received is in the cache")
-    assert "Traceback" not in err.decode()
+        code, text = sigint_while_held(["-m", "replay.eval", "--run", str(scene.run), "--models",
+                                        scenario.pool(slow.url, "agree90")], held)
+    assert code == 130, text
+    last = text.strip().splitlines()[-1]
+    assert last.startswith("interrupted (SIGINT): every answer received is in the cache"), text
+    assert "Traceback" not in text
     assert snapshot(scene.run) == before
