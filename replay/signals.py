@@ -35,7 +35,8 @@ def stop_signals() -> Iterator[None]:
         yield
     finally:
         for signum, handler in previous.items():
-            signal.signal(signum, handler)
+            if handler is not None:   # None: set outside Python (an embedding program), left as ours
+                signal.signal(signum, handler)
 
 
 def interruption(error: BaseException) -> BaseException | None:
