@@ -13,7 +13,7 @@ import pytest
 from datasets import load_from_disk
 
 from replay.run import main
-from tests.cli import Log, answered, pool, snapshot, spawn, stored_keys, tagged, wait_until
+from tests.cli import Log, answered, pool, sigint_ignored, snapshot, spawn, stored_keys, tagged, wait_until
 from tests.llm_server import LLMServer
 from tests.teacher_script import scripted
 
@@ -149,13 +149,10 @@ def test_sigint_inherited_ignored_still_interrupts_and_is_ignored_again_after() 
         asyncio.get_running_loop().call_later(0.05, os.kill, os.getpid(), signal.SIGINT)
         await asyncio.sleep(30)
 
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
+    with sigint_ignored():
         with stop_signals(), pytest.raises(KeyboardInterrupt):
             asyncio.run(run())
         assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 def test_interrupted_run_leaves_out_as_it_was(fixtures_root: Path, tmp_path: Path) -> None:
