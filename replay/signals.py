@@ -39,6 +39,29 @@ def stop_signals() -> Iterator[None]:
                 signal.signal(signum, handler)
 
 
+@contextmanager
+def deferred() -> Iterator[None]:
+    """SIGINT and SIGTERM that arrive inside the block wait until it is done (a save that must be whole),
+    then act as usual.
+
+    >>> import os
+    >>> try:
+    ...     with stop_signals(), deferred():   # (a process may inherit SIGINT ignored)
+    ...         os.kill(os.getpid(), signal.SIGINT)
+    ...         print("saved")
+    ... except KeyboardInterrupt:
+    ...     print("then interrupted")
+    saved
+    then interrupted
+    """
+    held = {signal.SIGINT, signal.SIGTERM}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
 def interruption(error: BaseException) -> BaseException | None:
     """The SIGINT / SIGTERM in `error`: itself, or one inside an exception group (a signal that lands
     while a task of the run's TaskGroup runs is raised in that task, and the group wraps it).

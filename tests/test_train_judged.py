@@ -12,6 +12,10 @@ from __future__ import annotations
 
 import csv
 import json
+import signal
+import subprocess
+import sys
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +27,7 @@ from replay.ablate import main as ablate_main
 from replay.run import main as run_main
 from replay.train.heldout import HELD_OUT, RECOVERY
 from tests import student_scenario as scenario
+from tests.cli import ROOT, sigint_ignored, snapshot, wait_until
 from tests.llm_server import LLMServer
 
 # A random 2-layer model learns in a few steps only at a high rate; full fine-tuning, a frozen copy as
@@ -124,6 +129,40 @@ def test_dpo_learns_the_preference_held_out_and_on_the_recovery_set(scene: Scene
     assert report["before"]["trl"]["eval_rewards/accuracies"] == 0.0
     assert report["before"]["trl"]["eval_loss"] > report["after"]["trl"]["eval_loss"]
     assert (tmp_path / "dpo" / "model.safetensors").is_file()  # --lora-r 0: the whole model
+
+
+def test_ctrl_c_while_training_is_one_line_and_leaves_output_as_it_was(scene: Scene, tmp_path: Path) -> None:
+    """The training example, started ignoring SIGINT (as a background job of a script is), interrupted
+    once its progress bar shows training under way: one line, exit 130, OUTPUT's earlier adapter kept."""
+    output = tmp_path / "adapter"
+    output.mkdir()
+    (output / "model.safetensors").write_bytes(b"an earlier run's adapter")
+    (output / "held_out.json").write_text('{"earlier": true}')
+    before = snapshot(output)
+    with sigint_ignored():
+        process = subprocess.Popen(
+            [sys.executable, "examples/train_dpo.py", "--dataset", str(scene.runs["dpo"]), "--model",
+             str(scene.tiny), "--output", str(output), "--max-length", "1024", *TINY,
+             "--max-steps", "100000"],
+            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    err = bytearray()
+    reader = threading.Thread(target=lambda: [err.extend(chunk) for chunk in iter(
+        lambda: process.stderr.read1(1 << 16), b"")], daemon=True)
+    reader.start()
+    try:
+        wait_until(lambda: b"/100000" in err or process.poll() is not None, "a training step")
+        assert process.poll() is None, err.decode()
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=120)
+    finally:
+        process.kill()
+        reader.join(10)
+    text = err.decode()
+    assert process.returncode == 130, text
+    assert text.rstrip().splitlines()[-1] == (f"interrupted (SIGINT): training stopped before its end, "
+                                              f"nothing was saved; {output} is as it was")
+    assert "Traceback" not in text
+    assert snapshot(output) == before
 
 
 @pytest.mark.parametrize("fmt", ["kto", "sft"])

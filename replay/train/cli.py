@@ -1,5 +1,5 @@
 """The command line the training examples share (`examples/train_{dpo,kto,sft}.py`): flags → `TrainOptions`
-→ `replay.train.run.train`, errors as one line."""
+→ `replay.train.run.train`, errors and Ctrl-C as one line."""
 
 from __future__ import annotations
 
@@ -47,7 +47,8 @@ def build_parser(fmt: str) -> argparse.ArgumentParser:
 def main(fmt: str, argv: list[str] | None = None) -> object:
     """Parse, train, print; exits with one line on a mistake a user can make. Returns the report."""
     from ingestion.schema import ReplayError
-    from replay.train.run import train
+    from replay.signals import interrupted_exit, stop_signals
+    from replay.train.run import ADAPTER_SAVED, train
 
     args = build_parser(fmt).parse_args(argv)
     options = TrainOptions(dataset=args.dataset, model=args.model, format=fmt, output=args.output,
@@ -56,6 +57,24 @@ def main(fmt: str, argv: list[str] | None = None) -> object:
                            beta=getattr(args, "beta", 0.1), lora_r=args.lora_r, template=args.template,
                            cpu=args.cpu, seed=args.seed, evaluate=not args.no_eval)
     try:
-        return train(options)
+        with stop_signals():
+            return train(options)
+    except KeyboardInterrupt as caught:   # SIGINT, or SIGTERM (replay.signals.Interrupted)
+        # The trainer saves nothing on the way (save_strategy "no"): the adapter is saved once training
+        # is done, held_out.json once it is judged (replay.train.run).
+        what = f"{ADAPTER_SAVED} in {options.output} (it is judged after training)" \
+            if ADAPTER_SAVED in getattr(caught, "__notes__", ()) \
+            else f"training stopped before its end, nothing was saved; {options.output} is as it was"
+        _close_bars()
+        sys.exit(interrupted_exit(caught, what))
     except ReplayError as error:
         sys.exit(f"error: {error}")
+
+
+def _close_bars() -> None:
+    """The trainer's progress bars, ended before the line is printed: left open, a bar's line has no end
+    (the line would follow it on the same line) and it is drawn again, after the line, at exit."""
+    from tqdm import tqdm
+
+    for bar in list(tqdm._instances):
+        bar.close()

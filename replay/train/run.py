@@ -13,12 +13,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ingestion.schema import ReplayError
+from replay.signals import deferred
 from replay.train.data import Rows, TrainOptions, load_rows
 from replay.train.figures import Figures, PairScores, figures
 from replay.train.heldout import RECOVERY, Pair, yardsticks
-from replay.train.report import TrainReport, print_report, write_report
+from replay.train.report import REPORT_FILE, TrainReport, print_report, write_report
 from replay.train.scoring import score_pairs
 from replay.train.trainers import TRAINERS, build_trainer, load_student
+
+# Said of an interrupt that came after the adapter was saved (replay.train.cli prints it).
+ADAPTER_SAVED = "the adapter was saved; held_out.json was not"
 
 KTO_LOSS = ("KTO's training loss is no learning curve: for a desirable row it is 1 - sigmoid(beta * "
             "(r - z)), z the batch's estimate of the KL term from its neighbours' completions; where "
@@ -63,15 +67,24 @@ def train(options: TrainOptions, sticks: Mapping[str, Sequence[Pair]] | None = N
     if trainer.eval_dataset is not None:
         report.before.trl = _numbers(trainer.evaluate())
     output = trainer.train()
-    trainer.save_model(str(options.output))
-    report.steps = trainer.state.global_step
-    report.losses = [round(log["loss"], 4) for log in trainer.state.log_history if "loss" in log]
-    report.settings["train_loss"] = round(output.training_loss, 4)
-    if trainer.eval_dataset is not None:
-        report.after.trl = _numbers(trainer.evaluate())
-    report.after.yardsticks = {name: _figures(_score(trainer.model, tokenizer, pairs, rows, options),
-                                              untrained[name]) for name, pairs in chosen.items()}
-    write_report(report, options.output)
+    saved = False
+    try:
+        with deferred():   # a Ctrl-C while saving lands after the save: the adapter is whole or untouched
+            trainer.save_model(str(options.output))
+            (options.output / REPORT_FILE).unlink(missing_ok=True)   # an earlier adapter's figures
+            saved = True
+        report.steps = trainer.state.global_step
+        report.losses = [round(log["loss"], 4) for log in trainer.state.log_history if "loss" in log]
+        report.settings["train_loss"] = round(output.training_loss, 4)
+        if trainer.eval_dataset is not None:
+            report.after.trl = _numbers(trainer.evaluate())
+        report.after.yardsticks = {name: _figures(_score(trainer.model, tokenizer, pairs, rows, options),
+                                                  untrained[name]) for name, pairs in chosen.items()}
+        write_report(report, options.output)
+    except KeyboardInterrupt as stop:
+        if saved:
+            stop.add_note(ADAPTER_SAVED)
+        raise
     if not quiet:
         print_report(report, console)
     return report
