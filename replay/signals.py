@@ -54,6 +54,9 @@ def deferred() -> Iterator[None]:
     saved
     then interrupted
     """
+    if not hasattr(signal, "pthread_sigmask"):   # Windows: no signal masks; a Ctrl-C acts at once
+        yield
+        return
     held = {signal.SIGINT, signal.SIGTERM}
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
     try:
