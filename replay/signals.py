@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import signal
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -44,25 +45,38 @@ def deferred() -> Iterator[None]:
     """SIGINT and SIGTERM that arrive inside the block wait until it is done (a save that must be whole),
     then act as usual.
 
-    >>> import os
+    >>> import os, threading
+    >>> go = threading.Event()   # a thread started before (torch's): a signal to the process may land there
+    >>> sender = threading.Thread(target=lambda: go.wait() and os.kill(os.getpid(), signal.SIGINT))
+    >>> sender.start()
     >>> try:
     ...     with stop_signals(), deferred():   # (a process may inherit SIGINT ignored)
-    ...         os.kill(os.getpid(), signal.SIGINT)
+    ...         go.set(); sender.join()
     ...         print("saved")
     ... except KeyboardInterrupt:
     ...     print("then interrupted")
     saved
     then interrupted
     """
-    if not hasattr(signal, "pthread_sigmask"):   # Windows: no signal masks; a Ctrl-C acts at once
-        yield
+    # Held by handlers, not by a signal mask: a mask holds a signal for this thread only, and the kernel
+    # gives a process-wide signal to any thread that does not block it (torch's, started before).
+    # Python runs handlers in the main thread, whichever thread the signal landed on.
+    if threading.current_thread() is not threading.main_thread():
+        yield   # (handlers can be set from the main thread only)
         return
-    held = {signal.SIGINT, signal.SIGTERM}
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    held: list[int] = []
+    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    for signum, handler in previous.items():
+        if handler is not None:   # None: set outside Python, left as it is
+            signal.signal(signum, lambda number, frame: held.append(number))
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        for signum, handler in previous.items():
+            if handler is not None:
+                signal.signal(signum, handler)
+    if held:
+        signal.raise_signal(held[0])   # acts now as it would have (ignored, if it was)
 
 
 def interruption(error: BaseException) -> BaseException | None:
