@@ -27,7 +27,7 @@ from replay.ablate import main as ablate_main
 from replay.run import main as run_main
 from replay.train.heldout import HELD_OUT, RECOVERY
 from tests import student_scenario as scenario
-from tests.cli import ROOT, sigint_ignored, snapshot, wait_until
+from tests.cli import ROOT, sigint_ignored, wait_until
 from tests.llm_server import LLMServer
 
 # A random 2-layer model learns in a few steps only at a high rate; full fine-tuning, a frozen copy as
@@ -131,26 +131,27 @@ def test_dpo_learns_the_preference_held_out_and_on_the_recovery_set(scene: Scene
     assert (tmp_path / "dpo" / "model.safetensors").is_file()  # --lora-r 0: the whole model
 
 
-def test_ctrl_c_while_training_is_one_line_and_leaves_output_as_it_was(scene: Scene, tmp_path: Path) -> None:
-    """The training example, started ignoring SIGINT (as a background job of a script is), interrupted
-    once its progress bar shows training under way: one line, exit 130, OUTPUT's earlier adapter kept."""
-    output = tmp_path / "adapter"
+EARLIER = b"an earlier run's adapter"
+
+
+def interrupted_training(scene: Scene, output: Path, steps: str, when: Any, what: str) -> tuple[int, str]:
+    """The DPO training example into `output` (which holds an earlier run's adapter and held_out.json),
+    started ignoring SIGINT (as a background job of a script is) and sent SIGINT once `when(stderr)`:
+    (exit code, stderr). A run that goes on is killed and fails the test."""
     output.mkdir()
-    (output / "model.safetensors").write_bytes(b"an earlier run's adapter")
+    (output / "model.safetensors").write_bytes(EARLIER)
     (output / "held_out.json").write_text('{"earlier": true}')
-    before = snapshot(output)
     with sigint_ignored():
         process = subprocess.Popen(
             [sys.executable, "examples/train_dpo.py", "--dataset", str(scene.runs["dpo"]), "--model",
-             str(scene.tiny), "--output", str(output), "--max-length", "1024", *TINY,
-             "--max-steps", "100000"],
+             str(scene.tiny), "--output", str(output), "--max-length", "1024", *TINY, "--max-steps", steps],
             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     err = bytearray()
     reader = threading.Thread(target=lambda: [err.extend(chunk) for chunk in iter(
         lambda: process.stderr.read1(1 << 16), b"")], daemon=True)
     reader.start()
     try:
-        wait_until(lambda: b"/100000" in err or process.poll() is not None, "a training step")
+        wait_until(lambda: when(err) or process.poll() is not None, what)
         assert process.poll() is None, err.decode()
         process.send_signal(signal.SIGINT)
         process.wait(timeout=120)
@@ -158,11 +159,34 @@ def test_ctrl_c_while_training_is_one_line_and_leaves_output_as_it_was(scene: Sc
         process.kill()
         reader.join(10)
     text = err.decode()
-    assert process.returncode == 130, text
-    assert text.rstrip().splitlines()[-1] == (f"interrupted (SIGINT): training stopped before its end, "
-                                              f"nothing was saved; {output} is as it was")
     assert "Traceback" not in text
-    assert snapshot(output) == before
+    return process.returncode, text
+
+
+def test_ctrl_c_while_training_is_one_line_and_leaves_output_as_it_was(scene: Scene, tmp_path: Path) -> None:
+    output = tmp_path / "adapter"
+    code, err = interrupted_training(scene, output, "100000", lambda err: b"/100000" in err,
+                                     "the progress bar of training")
+    assert code == 130, err
+    assert err.rstrip().splitlines()[-1] == (f"interrupted (SIGINT): training stopped before its end, "
+                                             f"nothing was saved; {output} is as it was")
+    assert (output / "model.safetensors").read_bytes() == EARLIER
+    assert json.loads((output / "held_out.json").read_text()) == {"earlier": True}
+
+
+def test_ctrl_c_while_judging_the_trained_student_keeps_its_saved_adapter(scene: Scene,
+                                                                          tmp_path: Path) -> None:
+    from safetensors.torch import load_file
+
+    output = tmp_path / "adapter"
+    code, err = interrupted_training(scene, output, "1",
+                                     lambda err: (output / "model.safetensors").read_bytes() != EARLIER,
+                                     "the trained student saved")
+    assert code == 130, err
+    assert err.rstrip().splitlines()[-1] == (f"interrupted (SIGINT): the adapter is saved in {output}; "
+                                             f"held_out.json is not (it was being judged)")
+    assert load_file(str(output / "model.safetensors"))   # whole: a signal during the save waits for it
+    assert not (output / "held_out.json").exists()        # the earlier run's figures are not this one's
 
 
 @pytest.mark.parametrize("fmt", ["kto", "sft"])

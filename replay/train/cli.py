@@ -62,9 +62,10 @@ def main(fmt: str, argv: list[str] | None = None) -> object:
     except KeyboardInterrupt as caught:   # SIGINT, or SIGTERM (replay.signals.Interrupted)
         # The trainer saves nothing on the way (save_strategy "no"): the adapter is saved once training
         # is done, held_out.json once it is judged (replay.train.run).
-        what = f"{ADAPTER_SAVED} in {options.output} (it is judged after training)" \
-            if ADAPTER_SAVED in getattr(caught, "__notes__", ()) \
-            else f"training stopped before its end, nothing was saved; {options.output} is as it was"
+        if ADAPTER_SAVED in getattr(caught, "__notes__", ()):
+            what = f"the adapter is saved in {options.output}; held_out.json is not (it was being judged)"
+        else:
+            what = f"training stopped before its end, nothing was saved; {options.output} is as it was"
         _close_bars()
         sys.exit(interrupted_exit(caught, what))
     except ReplayError as error:

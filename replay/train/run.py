@@ -21,8 +21,8 @@ from replay.train.report import REPORT_FILE, TrainReport, print_report, write_re
 from replay.train.scoring import score_pairs
 from replay.train.trainers import TRAINERS, build_trainer, load_student
 
-# Said of an interrupt that came after the adapter was saved (replay.train.cli prints it).
-ADAPTER_SAVED = "the adapter was saved; held_out.json was not"
+# The note on an interrupt that came after the adapter was saved (replay.train.cli says so).
+ADAPTER_SAVED = "replay.train: the adapter was saved"
 
 KTO_LOSS = ("KTO's training loss is no learning curve: for a desirable row it is 1 - sigmoid(beta * "
             "(r - z)), z the batch's estimate of the KL term from its neighbours' completions; where "
