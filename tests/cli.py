@@ -75,22 +75,37 @@ class Held:
         return self.respond(body)
 
 
-def sigint_while_held(args: list[str], held: Held) -> tuple[int, str]:
+def sigint_when(args: list[str], when: Callable[[bytes], bool], what: str) -> tuple[int, str]:
     """`python ARGS` from the checkout, started ignoring SIGINT (`sigint_ignored`) and sent SIGINT once
-    `held` holds a request of it: (exit code, stderr). A run that goes on is killed and fails the test."""
+    `when(stderr so far)` holds: (exit code, stderr). A run that ends first, or goes on after SIGINT, fails
+    the test (it is killed)."""
     with sigint_ignored():
-        process = subprocess.Popen([sys.executable, *args], cwd=ROOT, stdout=subprocess.PIPE,
+        process = subprocess.Popen([sys.executable, *args], cwd=ROOT, stdout=subprocess.DEVNULL,
                                    stderr=subprocess.PIPE)
+    err = bytearray()   # read as it comes: a condition may wait for a progress bar
+    reader = threading.Thread(target=lambda: [err.extend(chunk) for chunk in iter(
+        lambda: process.stderr.read1(1 << 16), b"")], daemon=True)
+    reader.start()
     try:
-        assert held.asked.wait(120), process.communicate()[1].decode()
+        wait_until(lambda: when(bytes(err)) or process.poll() is not None, what)
+        assert process.poll() is None, f"ended before {what}: {err.decode()}"
         process.send_signal(signal.SIGINT)
-        _, err = process.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
+        try:
+            process.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"{' '.join(args[:2])} went on after SIGINT") from None
+    finally:
         process.kill()
-        raise AssertionError(f"{' '.join(args[:2])} went on after SIGINT") from None
+        reader.join(10)
+    return process.returncode, err.decode()
+
+
+def sigint_while_held(args: list[str], held: Held) -> tuple[int, str]:
+    """`sigint_when` `held` holds a request of the run; the request is let go after."""
+    try:
+        return sigint_when(args, lambda _: held.asked.is_set(), "a request held")
     finally:
         held.gate.set()
-    return process.returncode, err.decode()
 
 
 def wait_until(condition: Callable[[], bool], what: str, limit: float = 300.0) -> None:

@@ -12,10 +12,6 @@ from __future__ import annotations
 
 import csv
 import json
-import signal
-import subprocess
-import sys
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +23,7 @@ from replay.ablate import main as ablate_main
 from replay.run import main as run_main
 from replay.train.heldout import HELD_OUT, RECOVERY
 from tests import student_scenario as scenario
-from tests.cli import ROOT, sigint_ignored, wait_until
+from tests.cli import sigint_when
 from tests.llm_server import LLMServer
 
 # A random 2-layer model learns in a few steps only at a high rate; full fine-tuning, a frozen copy as
@@ -141,26 +137,11 @@ def interrupted_training(scene: Scene, output: Path, steps: str, when: Any, what
     output.mkdir()
     (output / "model.safetensors").write_bytes(EARLIER)
     (output / "held_out.json").write_text('{"earlier": true}')
-    with sigint_ignored():
-        process = subprocess.Popen(
-            [sys.executable, "examples/train_dpo.py", "--dataset", str(scene.runs["dpo"]), "--model",
-             str(scene.tiny), "--output", str(output), "--max-length", "1024", *TINY, "--max-steps", steps],
-            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    err = bytearray()
-    reader = threading.Thread(target=lambda: [err.extend(chunk) for chunk in iter(
-        lambda: process.stderr.read1(1 << 16), b"")], daemon=True)
-    reader.start()
-    try:
-        wait_until(lambda: when(err) or process.poll() is not None, what)
-        assert process.poll() is None, err.decode()
-        process.send_signal(signal.SIGINT)
-        process.wait(timeout=120)
-    finally:
-        process.kill()
-        reader.join(10)
-    text = err.decode()
+    code, text = sigint_when(
+        ["examples/train_dpo.py", "--dataset", str(scene.runs["dpo"]), "--model", str(scene.tiny),
+         "--output", str(output), "--max-length", "1024", *TINY, "--max-steps", steps], when, what)
     assert "Traceback" not in text
-    return process.returncode, text
+    return code, text
 
 
 def test_ctrl_c_while_training_is_one_line_and_leaves_output_as_it_was(scene: Scene, tmp_path: Path) -> None:
