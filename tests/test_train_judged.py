@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -130,10 +130,10 @@ def test_dpo_learns_the_preference_held_out_and_on_the_recovery_set(scene: Scene
 EARLIER = b"an earlier run's adapter"
 
 
-def interrupted_training(scene: Scene, output: Path, steps: str, when: Any, what: str) -> tuple[int, str]:
+def interrupted_training(scene: Scene, output: Path, steps: str, when: Callable[[bytes], bool],
+                         what: str) -> tuple[int, str]:
     """The DPO training example into `output` (which holds an earlier run's adapter and held_out.json),
-    started ignoring SIGINT (as a background job of a script is) and sent SIGINT once `when(stderr)`:
-    (exit code, stderr). A run that goes on is killed and fails the test."""
+    interrupted by `tests.cli.sigint_when`: (exit code, stderr), which has no traceback."""
     output.mkdir()
     (output / "model.safetensors").write_bytes(EARLIER)
     (output / "held_out.json").write_text('{"earlier": true}')
