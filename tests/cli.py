@@ -101,7 +101,7 @@ def sigint_when(args: list[str], when: Callable[[bytes], bool], what: str) -> tu
 
 
 def sigint_while_held(args: list[str], held: Held) -> tuple[int, str]:
-    """`sigint_when` `held` holds a request of the run; the request is let go after."""
+    """`sigint_when` the run's request is held in `held`; the request is let go after."""
     try:
         return sigint_when(args, lambda _: held.asked.is_set(), "a request held")
     finally:
