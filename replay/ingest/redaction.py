@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 
@@ -16,11 +17,15 @@ def redaction_key() -> bytes:
     path = Path(platformdirs.user_cache_dir("teacher-replay")) / "redact.key"
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
+        # Written whole under a temporary name, then linked in place: a run that starts while another
+        # creates the key reads all of it or none (created in place, it could read it empty).
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".redact.key.")   # mode 600
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:  # another run made it first
-            pass
-        else:
             with os.fdopen(fd, "w") as handle:
                 handle.write(os.urandom(32).hex())
+            os.link(tmp, path)
+        except FileExistsError:  # another run made it first
+            pass
+        finally:
+            os.unlink(tmp)
     return path.read_text().strip().encode()
