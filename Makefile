@@ -12,7 +12,7 @@ SOURCE ?= $(if $(HAS_SESSIONS),$(PROJECTS),examples/sessions)
 OUT ?= replay-out
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: run test sessions
+.PHONY: run dev test sessions
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,12 +29,21 @@ run: $(VENV)/.installed
 	@echo "replay.run --source $(SOURCE) (a dry run: states and a cost estimate, no calls)"
 	$(BIN)/python -m replay.run --source $(SOURCE) --out $(OUT) --teachers gpt-5,deepseek --dry-run
 
-test: $(BIN)/python
+# The dev extra, once per change of pyproject.toml (a stamp file in .venv, as for `make run`).
+$(VENV)/.dev: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -e ".[dev]"
-	touch $(VENV)/.installed
+	touch $(VENV)/.installed $@
+
+dev: $(VENV)/.dev
+
+# Tests spend much of their time waiting on subprocesses and loopback servers, so pytest-xdist runs more
+# workers than cores: on CI's 2 cores 4 workers keep both busy (docs/benchmarks.md, "CI"). TEST_WORKERS=0
+# runs them in one process.
+TEST_WORKERS ?= 4
+test: $(VENV)/.dev
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -rs   # -rs: each skipped test says why (e.g. no ../shared)
+	$(BIN)/python -m pytest -rs -n $(TEST_WORKERS)   # -rs: each skipped test says why (e.g. no ../shared)
 
 # Regenerate examples/sessions/ with the real Claude Code CLI (fetched once from npm) and a scripted
 # Anthropic server on 127.0.0.1.
