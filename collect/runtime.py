@@ -12,7 +12,9 @@ import posixpath
 import tarfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from collect.config import CollectConfig, CollectError
@@ -47,16 +49,76 @@ class CommandResult:
 
 
 def docker_client(config: CollectConfig) -> Any:
-    """A client whose socket timeout outlasts the longest command, or a one-line CollectError."""
-    import docker
-
+    """A client whose socket timeout outlasts the longest command, or a one-line CollectError; its exec
+    output is read whole (`_buffered_client`), the harness's included (it execs through this client)."""
     try:
-        client = docker.from_env(timeout=max(config.command_timeout, config.eval_timeout) + 60,
-                                 max_pool_size=4 * config.workers + 4)
+        client = _buffered_client().from_env(timeout=max(config.command_timeout, config.eval_timeout) + 60,
+                                             max_pool_size=4 * config.workers + 4)
         client.ping()
     except Exception as exc:  # docker raises DockerException, requests' errors or OSError here
         raise CollectError(f"cannot reach the docker engine: {exc}") from exc
     return client
+
+
+def read_frames(reader: Any, tty: bool) -> Iterator[tuple[int, bytes]]:
+    """An exec's output as docker's attach stream carries it: (stream, data) per frame (8-byte header:
+    the stream, 3 zero bytes, the size, big-endian), or raw chunks under a tty (stdout's: 1); read from
+    `reader` to EOF.
+
+    >>> import io
+    >>> list(read_frames(io.BufferedReader(io.BytesIO(b"\\1\\0\\0\\0\\0\\0\\0\\3ok\\n")), tty=False))
+    [(1, b'ok\\n')]
+    """
+    while True:
+        if tty:
+            data = reader.read1(4096)
+            if not data:
+                return
+            yield 1, data
+            continue
+        header = reader.read(8)
+        if len(header) < 8:
+            return
+        size = int.from_bytes(header[4:], "big")
+        data = reader.read(size)
+        if len(data) < size:
+            return
+        yield header[0], data
+
+
+@cache
+def _buffered_client() -> Any:
+    """docker.DockerClient whose exec streams are read through the HTTP response's own buffered reader.
+
+    docker-py (7.x) reads an exec's output from the raw socket under that reader (`_get_raw_response_
+    socket`), so whatever the reader took in with the response's headers is lost: a command that answers
+    before the client reads its response (a loaded machine) comes back empty with its exit code 0 — a
+    grep that found its lines, a patch that `git diff` printed. Reading through the reader keeps it."""
+    import docker
+    from docker.utils.socket import consume_socket_output, demux_adaptor
+
+    class APIClient(docker.APIClient):
+        def _read_from_socket(self, response: Any, stream: bool, tty: bool = True,
+                              demux: bool = False) -> Any:
+            reader = getattr(getattr(getattr(response, "raw", None), "_fp", None), "fp", None)
+            if reader is None or not self.base_url.startswith(("http+docker://localhost", "http://",
+                                                                   "https://")):
+                return super()._read_from_socket(response, stream, tty, demux)
+            self._raise_for_status(response)
+            frames = read_frames(reader, tty)
+            gen = (demux_adaptor(*frame) for frame in frames) if demux else (data for _, data in frames)
+            if stream:
+                return gen
+            try:
+                return consume_socket_output(gen, demux=demux)
+            finally:
+                response.close()
+
+    class DockerClient(docker.DockerClient):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            self.api = APIClient(*args, **kwargs)
+
+    return DockerClient
 
 
 def ensure_image(client: Any, image: str, pull: bool) -> None:
