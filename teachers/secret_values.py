@@ -7,9 +7,12 @@ name says how strictly its value is judged.
 
 from __future__ import annotations
 
+import json
 import re
 import string
+from functools import lru_cache
 
+from configs import config_path
 from teachers.secret_rules import shannon_entropy
 
 _REFERENCE = re.compile(r"""^(?:\$\{?[A-Za-z_][\w.]*\}?|\$\(|%[A-Za-z_]\w*%|\{\{.*\}\}|\$\{\{.*\}\}"""
@@ -110,6 +113,8 @@ def plausible(value: str, judge: str, quoted: bool = False) -> bool:
     """
     if judge == "connection":
         return not stands_for(value)
+    if judge == "password":
+        return password_like(value)
     text, had_quotes = _unquote(value)
     quoted = quoted or had_quotes
     if (not text.strip() or _REFERENCE.search(text) or _PLACEHOLDER.search(text) or _FILLER.search(text)
@@ -137,3 +142,88 @@ def plausible(value: str, judge: str, quoted: bool = False) -> bool:
     if quoted:
         return not (text.isupper() and "_" in text)
     return "." not in text and len(text) >= 6 and any(c.isdigit() for c in text)
+
+
+# Judge "password": the value after a password keyword in prose (`the password for prod is X so…`).
+# Letters-only passwords have no digit or symbol to tell them from words, so the test there is the
+# other way round: a letter string is prose when English (configs/english_words.json) spells it, as one
+# word or several run together (`incorrect`, `hashedPassword`), and a password otherwise.
+_EDGES = "([{<\"'`)]}>.,;:!?"                 # quotes, brackets and the sentence's punctuation around it
+_VARIABLE = re.compile(r"^(?:\$\{?[A-Za-z_]\w*\}?|<[\w -]*>?|\[[\w -]*\]?)$")  # $HOME, <your, [optional]
+_VERSION = re.compile(r"^[~^<>=!v]*\d+(?:\.[\dx*]+)+(?:[-+][\w.]+)?$", re.I)
+_PATH = re.compile(r"^(?:~?/|\.\.?/)[\w.@~+-]*(?:/[\w.@~+-]*)*$|^[a-z][a-z0-9+.-]*://")
+_CODE_IN_PROSE = re.compile(r"os\.environ|process\.env|getenv|^--?[A-Za-z][\w-]*$")  # --gecos: a flag
+_CODE_NAME = re.compile(r"\.([A-Za-z_]\w{2,})\(|\{([A-Za-z_][\w.]*)(?:![rsa])?(?::[^}]*)?\}")  # .join( {pw!r}
+_MARKUP = re.compile(r"&(?:#x?[0-9a-fA-F]{1,6}|[a-z]{2,8});|<[A-Za-z][\w-]*>|</[A-Za-z][\w-]*>?|\\[nrt]")
+# ^ `&quot;`, `<p>`, `</p`, `\n`: markup and escapes around the value, not its letters
+_NAMED_VARIABLE = re.compile(r"(?:^|[\"'`(=])\$\{?([A-Za-z_]{4,})(?![A-Za-z0-9])")  # `$password'`
+_CALL = re.compile(r"^([A-Za-z_][\w.]*)[(\[]")  # get_password(), os.environ[...]
+_NAME_CASE = re.compile(r"[A-Z]+|[A-Z]?[a-z]+(?:[A-Z][a-z]+)*")  # LED, getcwd, Field, hashedPassword
+_SEGMENT = 24                                   # the longest word tried when splitting a run of letters
+
+
+@lru_cache(maxsize=1)
+def _words() -> tuple[frozenset[str], frozenset[str]]:
+    """(words, technical words with digits) from configs/english_words.json."""
+    data = json.loads(config_path("english_words.json").read_text(encoding="utf-8"))
+    words = {w for line in data["words"] for w in line.split()} | set(data["short"]) | set(data["technical"])
+    return frozenset(words), frozenset(data["technical_with_digits"])
+
+
+@lru_cache(maxsize=4096)
+def spelled(letters: str) -> bool:
+    """Whether a run of letters is English words run together (case ignored).
+
+    >>> spelled("incorrect"), spelled("hashedPassword"), spelled("getpass"), spelled("awBkduvZiPXC")
+    (True, True, True, False)
+    """
+    words, _ = _words()
+    text = letters.lower()
+    ends = [True] + [False] * len(text)   # ends[i]: text[:i] splits into words
+    for i in range(1, len(text) + 1):
+        ends[i] = any(ends[j] and text[j:i] in words for j in range(max(0, i - _SEGMENT), i))
+    return ends[-1]
+
+
+def _wordy(text: str) -> bool:
+    """Words, names and punctuation only: `required")`, `(Optional[str]):`, `sha256-hashed`, `utf-8`."""
+    words, named = _words()
+    runs = re.findall(r"[A-Za-z0-9]+", _MARKUP.sub(" ", text))
+    return bool(runs) and all((r.isalpha() and spelled(r) and (len(r) >= 3 or r.lower() in words))
+                              or r.lower() in named for r in runs)
+
+
+def _named(parts: list[str]) -> bool:
+    """A name in code: each part cased as names are, and no part both long and unspelled."""
+    return all(_NAME_CASE.fullmatch(p) and (len(p) <= 4 or p.isupper() or spelled(p)) for p in parts)
+
+
+def password_like(value: str) -> bool:
+    """Whether the word after a password keyword in prose is a password (judge "password").
+
+    >>> [password_like(v) for v in ("awBkduvZiPXC", "hunter2!", '"pa"ss7w"', "Xq7!pLm2#v.", "48213")]
+    [True, True, True, True, True]
+    >>> [password_like(v) for v in ("incorrect", "required.", "string", "<your", "${PASSWORD}", "/home/x",
+    ...                             "$DB_PASSWORD", "hashedPassword", "sha256", "^1.2.3", "getpass()")]
+    [False, False, False, False, False, False, False, False, False, False, False]
+    """
+    text = value.strip()
+    core = text.strip(_EDGES)
+    if (len(core) < 4 or _VARIABLE.match(text) or _VARIABLE.match(core) or stands_for(text)
+            or (_PLACEHOLDER.search(core) and re.fullmatch(r"[A-Za-z]+(?:[-_ .][A-Za-z]+)*", core))
+            or _FILLER.search(core) or _ALPHABET_RUN.search(core) or len(_RUN.sub("", core)) < 4
+            or _PATH.match(core) or _VERSION.match(core) or _CODE_IN_PROSE.search(text)
+            or (_SCALAR.match(core) and not core.isdigit())):
+        return False
+    if core.isdigit():
+        return len(core) >= 4          # a PIN; a port or a pin's number is shorter
+    names = [a or b for a, b in _CODE_NAME.findall(text)] + _NAMED_VARIABLE.findall(text)
+    if _wordy(text) or any(len(n) >= 3 and spelled(n) and _named(re.findall(r"[^._]+", n)) for n in names):
+        return False
+    call = _CALL.match(core)  # a call or subscript of a name of words (`ENC[…]`, `os.getcwd(`)
+    parts = [p for p in re.split(r"[._]+", call.group(1)) if p] if call else []
+    if parts and _named(parts) and any(len(p) >= 3 and spelled(p) for p in parts):
+        return False
+    if re.fullmatch(r"[A-Za-z]+(?:[-_.][A-Za-z]+)*", core):  # letters: a word, or a name (DB_PASS, a.b)
+        return len(core) >= 6 if core.isalpha() else not _named(re.split(r"[-_.]", core))
+    return shannon_entropy(core) > 1.5
