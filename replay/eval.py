@@ -20,7 +20,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "(same prompt, tools, cache, pacing, redaction) and score each answer against the run: "
                     "agreement with the teachers' consensus (exact / intent), repeats of the student's "
                     "action, the student's recovery at failed states, valid calls. Each rate with its n "
-                    "and a 95% bootstrap interval over traces; paired differences between models. "
+                    "and a 95% bootstrap interval over traces (under 20 held-out traces a cluster t interval "
+                    "and a warning that the intervals are unreliable); paired differences between models. "
                     "Writes DIR/eval/ (eval.json, eval.md, eval.png, answers.jsonl).",
         epilog="example: python -m replay.eval --run OUT --models "
                "base=openai/Qwen/Qwen3-8B@http://localhost:8000/v1,tuned=openai/tuned@http://localhost:8000/v1")

@@ -91,6 +91,9 @@ def test_set_rates_inside_their_intervals_and_the_difference_excludes_zero(
     assert gap["n"] == held["states"] and gap["high"] < 0 and gap["low"] <= -0.4 <= gap["high"]
     out = capsys.readouterr().out
     assert "agree50 − agree90" in out and "excludes 0" in out
+    assert document["intervals_reliable"] and document["interval_warning"] is None  # 25 traces
+    assert "unreliable" not in out and "warning" not in out
+    assert {iv["method"] for m in models.values() for iv in m["rates"].values()} == {"bootstrap"}
     for name in ("eval.md", "eval.png", "answers.jsonl"):
         assert (scene.run / "eval" / name).stat().st_size > 0
     assert "| consensus, exact |" in (scene.run / "eval" / "eval.md").read_text()
@@ -230,7 +233,32 @@ def test_the_view_shows_the_evaluation(scene: Scene) -> None:
     page = (scene.run / "view" / "index.html").read_text()
     assert "Models judged on held-out states" in page and 'id="evaluation"' in page
     assert "agree50 − agree90" in page and (scene.run / "view" / "eval.png").is_file()
-    assert 'id="eval-stale"' not in page
+    assert 'id="eval-stale"' not in page and 'id="eval-unreliable"' not in page
+
+
+def test_two_held_out_traces_say_their_intervals_are_unreliable(
+        scene: Scene, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """#47 item 3: a 95-state, 2-trace split once gave 0.674 [0.667, 0.675] for a true 0.7 without a
+    word; now the printout, eval.json, eval.md and the view say why, and the interval is the t one."""
+    from replay.view.cli import main as view_main
+
+    listed = tmp_path / "ids.txt"
+    listed.write_text("".join(f"00000000-0000-4000-8000-{k:012d}\n" for k in (3, 4)))
+    document = evaluate(scene, "agree90", "agree50", extra=("--states", str(listed)))
+    out = capsys.readouterr().out
+    assert document["held_out"]["traces"] == 2 and document["intervals_reliable"] is False
+    assert "only 2 held-out traces" in document["interval_warning"]
+    assert "warning: intervals unreliable: only 2 held-out traces" in out
+    assert "(2 traces: t interval, unreliable)" in out
+    for model in document["models"]:
+        figure = model["rates"]["consensus_exact"]
+        assert figure["method"] == "t" and figure["traces"] == 2
+        assert figure["low"] <= RATES[model["name"]] <= figure["high"]
+    assert "**Warning: intervals unreliable" in (scene.run / "eval" / "eval.md").read_text()
+    assert view_main([str(scene.run)]) == 0
+    page = (scene.run / "view" / "index.html").read_text()
+    assert 'id="eval-unreliable"' in page and "only 2 held-out traces" in page
+    assert "traces: unreliable)" in page
 
 
 def test_help_is_instant() -> None:

@@ -16,7 +16,7 @@ from typing import Any
 
 from replay.evaluation.results import Evaluation
 from replay.evaluation.scoring import METRICS
-from replay.evaluation.statistics import Interval
+from replay.evaluation.statistics import MIN_TRACES, Interval
 from replay.rundir.files import replace_dir, temp_path, write_json, write_jsonl, write_text
 
 EVAL_DIR = "eval"
@@ -28,17 +28,20 @@ LABELS = {"consensus_exact": "consensus, exact", "consensus_intent": "consensus,
 
 
 def cell(iv: Interval, signed: bool = False) -> str:
-    """A rate as the table shows it: value [low, high] (n).
+    """A rate as the table shows it: value [low, high] (n), and the traces when under `MIN_TRACES`.
 
     >>> cell(Interval(n=200, traces=20, value=0.9, low=0.86, high=0.94))
     '0.900 [0.860, 0.940] n=200'
-    >>> cell(Interval(n=5, value=-0.2, low=-0.5, high=0.1), signed=True), cell(Interval())
-    ('-0.200 [-0.500, +0.100] n=5', 'n/a (n=0)')
+    >>> cell(Interval(n=5, traces=2, value=-0.2, low=-0.9, high=0.5, method="t"), signed=True)
+    '-0.200 [-0.900, +0.500] n=5 (2 traces: t interval, unreliable)'
+    >>> cell(Interval())
+    'n/a (n=0)'
     """
     if iv.value is None or iv.low is None or iv.high is None:
         return "n/a (n=0)"
     fmt = "{:+.3f}" if signed else "{:.3f}"
-    return f"{fmt.format(iv.value)} [{fmt.format(iv.low)}, {fmt.format(iv.high)}] n={iv.n}"
+    few = f" ({iv.traces} traces: t interval, unreliable)" if iv.method == "t" else ""
+    return f"{fmt.format(iv.value)} [{fmt.format(iv.low)}, {fmt.format(iv.high)}] n={iv.n}{few}"
 
 
 def markdown_text(evaluation: Evaluation) -> str:
@@ -47,6 +50,7 @@ def markdown_text(evaluation: Evaluation) -> str:
     names = [m.name for m in evaluation.models]
     lines = [f"# Evaluation against `{evaluation.run}`", "",
              f"Held-out states: {held['states']} in {held['traces']} traces — {held['how']}.", "",
+             *([f"**Warning: {evaluation.interval_warning}**", ""] if evaluation.interval_warning else []),
              "| figure | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
     for metric in METRICS:
         lines.append(f"| {LABELS[metric]} | " + " | ".join(cell(m.rates[metric]) for m in evaluation.models)
@@ -66,8 +70,11 @@ def markdown_text(evaluation: Evaluation) -> str:
     lines += ["", "## What the figures mean", "",
               f"Each rate is over the held-out states where it applies (n), with a {boot['level']:.0%} "
               f"interval from {boot['resamples']} bootstrap resamples of whole traces (seed "
-              f"{boot.get('seed', 0)}): states of one trace are not independent. A difference is the later "
-              "model's rate minus the earlier one's on the states both were scored on.", ""]
+              f"{boot.get('seed', 0)}): states of one trace are not independent. Over fewer than "
+              f"{boot.get('min_traces', MIN_TRACES)} traces the bootstrap runs far too narrow, so such a "
+              "figure takes a cluster t interval (Student's t, traces - 1 degrees of freedom) and is marked "
+              "unreliable. A difference is the later model's rate minus the earlier one's on the states both "
+              "were scored on.", ""]
     lines += [f"- **{LABELS[metric]}**: {evaluation.metrics[metric]}." for metric in METRICS]
     lines += ["", "Agreement with the consensus is agreement with these teachers, not correctness; repeating "
               "the student is what an untrained student does; the recovery figure is measured against what "
@@ -100,7 +107,8 @@ def write_plot(evaluation: Evaluation, path: Path) -> None:
         ax.axvline(0, color="#555555", linewidth=1)
         ax.set_yticklabels([])
     held = evaluation.held_out
-    fig.suptitle(f"{held['states']} held-out states in {held['traces']} traces", fontsize=12)
+    unreliable = "" if evaluation.intervals_reliable else " — intervals unreliable (too few traces)"
+    fig.suptitle(f"{held['states']} held-out states in {held['traces']} traces{unreliable}", fontsize=12)
     tmp = temp_path(path).with_suffix(".png")  # savefig picks the format from the suffix
     fig.savefig(tmp, dpi=110)
     plt.close(fig)

@@ -13,7 +13,14 @@ from pydantic import BaseModel, Field
 from consensus.validity import invalid_reason
 from ingestion.schema import Proposal
 from replay.evaluation.scoring import METRICS, Scores, Yardstick, answered, score
-from replay.evaluation.statistics import LEVEL, RESAMPLES, Interval, cluster_bootstrap, paired_difference
+from replay.evaluation.statistics import (
+    LEVEL,
+    MIN_TRACES,
+    RESAMPLES,
+    Interval,
+    cluster_bootstrap,
+    paired_difference,
+)
 
 
 class ModelEval(BaseModel):
@@ -39,7 +46,10 @@ class Evaluation(BaseModel):
     command: str = ""
     held_out: dict[str, Any]         # choice, how, states, traces
     bootstrap: dict[str, Any] = Field(default_factory=lambda: {
-        "resamples": RESAMPLES, "level": LEVEL, "resampled": "traces"})
+        "resamples": RESAMPLES, "level": LEVEL, "resampled": "traces", "min_traces": MIN_TRACES,
+        "under_min_traces": "cluster t interval"})
+    intervals_reliable: bool = True  # False: fewer than MIN_TRACES held-out traces (interval_warning)
+    interval_warning: str | None = None
     metrics: dict[str, str]          # name -> what it measures
     models: list[ModelEval]
     differences: list[Difference]

@@ -20,6 +20,7 @@ from ingestion.schema import ReplayError, StrictModel
 from replay.evaluation.heldout import EvalError, HeldOut, choose_states, parse_choice
 from replay.evaluation.results import Evaluation, differences, model_eval, score_all
 from replay.evaluation.scoring import MEANINGS, Yardstick, answered, yardstick
+from replay.evaluation.statistics import interval_warning
 from replay.options import RunConfig
 
 
@@ -128,12 +129,13 @@ def evaluate(config: EvalConfig, console: Console | None = None) -> Evaluation:
     scores = score_all(answers, sticks)
     models = [model_eval(spec.name, spec.model, answers[spec.name], scores[spec.name], sticks, config.seed,
                          model_calls(pool, spec.name)) for spec in specs]
+    traces = len({s.trace_id for s in held.states})
+    warning = interval_warning(traces)
     evaluation = Evaluation(
         run=str(config.run), command=config.command, metrics=MEANINGS, models=models,
         differences=differences([s.name for s in specs], scores, sticks, config.seed),
-        held_out={"choice": held.choice, "how": held.how, "states": len(held.states),
-                  "traces": len({s.trace_id for s in held.states})},
-        verdicts_sha256=_sha256(config.run))
+        held_out={"choice": held.choice, "how": held.how, "states": len(held.states), "traces": traces},
+        intervals_reliable=warning is None, interval_warning=warning, verdicts_sha256=_sha256(config.run))
     evaluation.bootstrap["seed"] = config.seed
     write_outputs(evaluation, _records(answers, scores, sticks), config.out_dir)
     return evaluation

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from replay.evaluation.outputs import LABELS, cell
 from replay.evaluation.scoring import METRICS
+from replay.evaluation.statistics import interval_warning
 
 if TYPE_CHECKING:
     from replay.evaluation.results import Evaluation
@@ -16,6 +17,7 @@ if TYPE_CHECKING:
 def plan_lines(plan: Plan) -> list[str]:
     """The dry run: held-out states, then per model its calls, those the cache holds, tokens and USD."""
     lines = [f"held-out states: {len(plan.held.states)} in {plan.traces} traces — {plan.held.how}",
+             *([f"warning: {why}"] if (why := interval_warning(plan.traces)) else []),
              f"{'model':<20} {'calls':>7} {'cached':>7} {'prompt tokens':>14} {'USD':>10}  (low – high)"]
     calls = cached = 0
     usd = 0.0
@@ -32,6 +34,8 @@ def summary_lines(evaluation: Evaluation, out: Path) -> list[str]:
     """The rates per model and every paired difference, as the table in eval.md has them."""
     held = evaluation.held_out
     lines = [f"held-out states: {held['states']} in {held['traces']} traces — {held['how']}"]
+    if evaluation.interval_warning:
+        lines.append(f"warning: {evaluation.interval_warning}")
     for model in evaluation.models:
         calls = model.calls
         lines.append(f"{model.name} ({model.model}): {model.answered} answered, {model.failed} failed; calls "

@@ -191,14 +191,16 @@ def evaluation_context(evaluation: dict[str, Any] | None, stale: bool,
              for d in evaluation.get("differences") or []]
     return {"held": evaluation.get("held_out") or {}, "models": [m.get("name") for m in models], "rows": rows,
             "figures": [key.replace("_", " ") for key in metrics], "differences": diffs,
-            "plot": plot, "stale": stale, "command": evaluation.get("command") or ""}
+            "plot": plot, "stale": stale, "command": evaluation.get("command") or "",
+            "unreliable": evaluation.get("interval_warning") or None}
 
 
 def _interval(iv: dict[str, Any] | None, signed: bool = False) -> str:
     if not iv or iv.get("value") is None:
         return "n/a"
     fmt = "{:+.3f}" if signed else "{:.3f}"
-    return f"{fmt.format(iv['value'])} [{fmt.format(iv['low'])}, {fmt.format(iv['high'])}] n={iv['n']}"
+    few = f" ({iv.get('traces')} traces: unreliable)" if iv.get("method") == "t" else ""
+    return f"{fmt.format(iv['value'])} [{fmt.format(iv['low'])}, {fmt.format(iv['high'])}] n={iv['n']}{few}"
 
 
 FRONTIER = "frontier.png"
