@@ -3,6 +3,7 @@ written into a fresh folder inside OUT and swapped in at the end. I/O lives here
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -30,8 +31,10 @@ class RunFailed(ReplayError):
     """The run ended without a dataset worth writing (too many failed states): exit 1, OUT untouched."""
 
 
-def run(config: RunConfig, console: Console | None = None) -> Report:
+def run(config: RunConfig, console: Console | None = None,
+        specs: Sequence[TeacherSpec] | None = None) -> Report:
     """The whole run: ingest, then (unless --dry-run or no teachers) ask, decide, pair and export.
+    `specs`: `config.pool.teachers` already parsed (`parse_pool`) by the caller, else parsed here.
 
     Everything is written into a fresh folder inside OUT and swapped in at the end, so a run that
     fails (RunFailed, CacheError, an interrupt) leaves OUT's previous files as they were."""
@@ -45,8 +48,9 @@ def run(config: RunConfig, console: Console | None = None) -> Report:
         from replay.export.write import check_export
         from teachers.registry import parse_pool
 
-        # The pool is parsed here, once: a bad pool or endpoint is one line before any work.
-        specs = parse_pool(config.pool.teachers)
+        # The pool is parsed once (here, or by the caller): a bad pool or endpoint is one line before any
+        # work.
+        specs = list(specs) if specs is not None else parse_pool(config.pool.teachers)
         if config.consensus.method == "judge" and config.consensus.judge:
             judge = parse_pool(config.consensus.judge)[0]
         if not config.dry_run:

@@ -11,8 +11,9 @@ import argparse
 import os
 import shlex
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from ingestion.options import DEFAULT_MAX_MESSAGE_CHARS, DEFAULT_MAX_PROMPT_TOKENS, IngestOptions
 from ingestion.schema import ReplayError
@@ -20,6 +21,9 @@ from replay.flags import at_least, fraction, out_folder, positive_float, seconds
 from replay.options import ConsensusOptions, ExportOptions, PoolOptions, RunConfig
 from replay.select.filters import SelectError, parse_filter
 from replay.signals import interrupted_exit, kept, stop_signals
+
+if TYPE_CHECKING:
+    from teachers.registry import TeacherSpec
 
 
 class _Parser(argparse.ArgumentParser):
@@ -239,14 +243,12 @@ def _export_options(args: argparse.Namespace) -> ExportOptions:
                          test_split=args.test_split, license=args.license, format=args.format)
 
 
-def _lacking(teachers: str | None) -> dict[str, list[str]]:
-    """Each teacher's API keys not set in the environment (none for endpoints of our own)."""
-    if not teachers:
-        return {}
+def _lacking(specs: Sequence[TeacherSpec]) -> dict[str, list[str]]:
+    """Each teacher's API keys not set in the environment (none for endpoints of our own); `specs` is
+    the pool the run parsed, not parsed again."""
     from teachers.client import missing_keys
-    from teachers.registry import parse_pool
 
-    return {spec.name: keys for spec in parse_pool(teachers) if (keys := missing_keys(spec))}
+    return {spec.name: keys for spec in specs if (keys := missing_keys(spec))}
 
 
 def _python() -> str:
@@ -263,9 +265,15 @@ def main(argv: list[str] | None = None) -> int:
     from replay.summary import print_summary
     from teachers.cache import CacheError
 
+    specs: list[TeacherSpec] = []
     try:
+        config = config_from_args(args, argv)
+        if config.pool is not None:
+            from teachers.registry import parse_pool
+
+            specs = parse_pool(config.pool.teachers)  # once: the run and the next step share it
         with stop_signals():
-            report = run(config_from_args(args, argv))
+            report = run(config, specs=specs if config.pool is not None else None)
     except (KeyboardInterrupt, BaseExceptionGroup) as caught:    # Interrupted is a KeyboardInterrupt
         if (code := interrupted_exit(caught, kept(args.out))) is None:
             raise
@@ -280,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
     print_summary(report, str(args.out))
     if report.dry_run and not args.view:
         print("\n".join(next_step_lines(argv, str(args.out), report.states, args.teachers,
-                                         _lacking(args.teachers), _python())))
+                                         _lacking(specs), _python())))
     if args.view:
         from replay.view.cli import main as view_main
 

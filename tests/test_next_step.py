@@ -9,6 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+import teachers.registry
+from replay.run import main as run_main
 from tests.cli import ROOT, pool
 from tests.llm_server import LLMServer, Reply, chat_completion
 
@@ -52,3 +56,23 @@ def test_the_command_it_names_runs(tmp_path: Path) -> None:
 def test_without_teachers_it_shows_how_to_name_them(tmp_path: Path) -> None:
     lines = _dry_run(tmp_path)
     assert any("--teachers gpt-5,deepseek" in line for line in lines[-6:])
+
+
+def test_a_dry_run_parses_the_pool_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """#47 item 4: the next step names the missing keys from the pool the run parsed, not a second parse
+    (`parse_pool` is imported where it is used, so the counting wrapper sees every call)."""
+    parsed: list[object] = []
+    real = teachers.registry.parse_pool
+
+    def counting(text: object) -> list[teachers.registry.TeacherSpec]:
+        parsed.append(text)
+        return real(text)
+
+    monkeypatch.setattr(teachers.registry, "parse_pool", counting)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
+    assert run_main(["--source", str(EXAMPLES), "--out", str(tmp_path / "out"), "--teachers",
+                     "gpt-5,deepseek", "--dry-run"]) == 0
+    assert parsed == ["gpt-5,deepseek"]
+    assert "export OPENAI_API_KEY=... DEEPSEEK_API_KEY=..." in capsys.readouterr().out
