@@ -95,11 +95,17 @@ class RunReport(BaseModel):
         """One line for the terminal.
 
         >>> RunReport(run_id="r", student_model="m", student_url="u", evaluate=False, started_at="t",
-        ...           instances=2, rollouts=1, ok=1, turns=3, errors={"image_not_found": 1}).summary()
-        '2 instances: 1 rollouts (1 ok), 3 turns (0 with token ids); errors: image_not_found=1'
+        ...           instances=2, rollouts=1, ok=1, turns=3, exit_status={"submitted": 1},
+        ...           errors={"image_not_found": 1}).summary()
+        '2 instances: 1 rollouts: 1 submitted, 3 turns (0 with token ids); errors: image_not_found=1'
+        >>> RunReport(run_id="r", student_model="m", student_url="u", evaluate=False, started_at="t",
+        ...           instances=4, rollouts=4, ok=4, exit_status={"context_overflow": 4}).summary()
+        '4 instances: 4 rollouts: 4 context_overflow, 0 turns (0 with token ids); NO TURNS taken'
         """
-        text = (f"{self.instances} instances: {self.rollouts} rollouts ({self.ok} ok), {self.turns} turns "
-                f"({self.turns_with_token_ids} with token ids)")
+        ends = sorted(self.exit_status.items(), key=lambda item: (-item[1], item[0]))
+        text = (f"{self.instances} instances: {self.rollouts} rollouts"
+                + (": " + ", ".join(f"{n} {status}" for status, n in ends) if ends else "")
+                + f", {self.turns} turns ({self.turns_with_token_ids} with token ids)")
         if self.evaluate:
             text += f"; resolved {self.resolved}/{self.evaluated} evaluated"
         if broken := sum(self.prefix_breaks.values()):
@@ -111,7 +117,15 @@ class RunReport(BaseModel):
         dropped = [server.url or server.model for server in self.servers if server.token_extension_dropped]
         if dropped:
             text += "; token ids refused by " + ", ".join(dropped)
+        if self.empty:
+            text += "; NO TURNS taken"
         return text + ("; INTERRUPTED" if self.interrupted else "")
+
+    @property
+    def empty(self) -> bool:
+        """Rollouts ran (or were meant to) and not one of them took a turn: a run that did nothing, e.g.
+        every rollout at `context_overflow` on turn 0 (a student served with too short a context)."""
+        return self.instances > 0 and self.turns == 0 and not self.interrupted
 
 
 def write_report(report: RunReport, path: Path) -> None:

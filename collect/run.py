@@ -11,6 +11,10 @@ import os
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collect.report import RunReport
 
 EXIT_USER_ERROR, EXIT_NOTHING_DONE, EXIT_INTERRUPTED = 2, 1, 130
 
@@ -40,6 +44,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="send each rollout a seed of its own, drawn from N, the instance and the sample (a vLLM "
              "student; recorded in the header's sampling); default: none, the server's own randomness")
     add("--evaluate", action="store_true", help="grade each patch with the swebench harness (reward)")
+    add("--allow-empty", action="store_true",
+        help="exit 0 even when no rollout took a turn (default: such a run, e.g. every rollout at "
+             "context_overflow on turn 0, says so and exits 1)")
     add("--namespace", default="swebench", help="image namespace (default swebench)")
     add("--image-tag", default="latest", help="image tag (default latest)")
     add("--pull", action="store_true", help="pull a missing instance image (default: never pull)")
@@ -195,8 +202,19 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     print(report.summary())
     print(f"report: {config.out / 'report.json'}")
+    return exit_code(report, args.allow_empty)
+
+
+def exit_code(report: RunReport, allow_empty: bool = False) -> int:
+    """0 when some rollout ended without an error and took a turn; a run in which no rollout took a turn
+    is EXIT_NOTHING_DONE (said on stderr) unless `--allow-empty`; an interrupted one EXIT_INTERRUPTED."""
     if report.interrupted:
         return EXIT_INTERRUPTED
+    if report.empty and not allow_empty:
+        ends = ", ".join(f"{n} {status}" for status, n in sorted(report.exit_status.items())) or "no rollout"
+        print(f"collect.run: no rollout took a turn ({ends}; why per rollout in report.json): exit "
+              f"{EXIT_NOTHING_DONE} (--allow-empty accepts it)", file=sys.stderr)
+        return EXIT_NOTHING_DONE
     return 0 if report.ok or not report.instances else EXIT_NOTHING_DONE
 
 

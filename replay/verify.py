@@ -44,6 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="the SWE-bench rows the rollouts were collected from (the harness grades with them)")
     add("--samples", type=at_least(1), default=4, metavar="N",
         help="branches per action (default 4; with 1 nothing can be verified: see the margin in README)")
+    add("--allow-empty", action="store_true",
+        help="exit 0 even when branches ran and none took a turn (default: said, exit 1)")
     add("--max-turns", type=at_least(0), default=None, metavar="T",
         help="student turns after the action (default: what the rollout had left of its own --max-turns)")
     add("--ray", default=None, metavar="ADDRESS",
@@ -112,7 +114,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {scrub(str(error))}", file=sys.stderr)
         return 1 if isinstance(error, VerifyFailed) else 2
     print(_describe(summary))
+    if _empty(summary) and not args.allow_empty:
+        print("error: no branch took a turn (why per branch in verify/branches.jsonl); --allow-empty "
+              "accepts it",
+              file=sys.stderr)
+        return 1
     return 0
+
+
+def _empty(summary: dict[str, Any]) -> bool:
+    """Branches ran and not one took a turn (e.g. every one at context_overflow on turn 0)."""
+    return not summary.get("dry_run") and bool(summary.get("exit_status")) and summary.get("turns") == 0
 
 
 def _console(quiet: bool) -> Any:
@@ -134,6 +146,11 @@ unverifiable: no_environment 1
     ...     "branches": {"run": 8, "resumed": 0, "failed": {}}, "unverifiable_reasons": {"x": 1}}))
     3 pairs: 1 verified, 1 flipped, 0 tied, 1 unverifiable (x 1); 8 branches run, 0 resumed, \
 0 restore mismatches, 900 student tokens, 0.0000 USD; 3 rows
+    >>> print(_describe({"pairs": 1, "verified": 0, "flipped": 0, "tied": 0, "unverifiable": 1,
+    ...     "restore_mismatches": 0, "rollouts": 1, "student_tokens": 0, "usd": 0.0, "rows": 1, "turns": 0,
+    ...     "exit_status": {"context_overflow": 2}, "branches": {"run": 2, "resumed": 0, "failed": {}}}))
+    1 pairs: 0 verified, 0 flipped, 0 tied, 1 unverifiable; 2 branches run, 0 resumed (ended: \
+2 context_overflow), 0 restore mismatches, 0 student tokens, 0.0000 USD; 1 rows; NO TURNS taken
     """
     reasons = ", ".join(f"{k} {v}" for k, v in (summary.get("unverifiable_reasons") or {}).items())
     if summary.get("dry_run"):
@@ -143,13 +160,17 @@ unverifiable: no_environment 1
         return text + (f"; unverifiable: {reasons}" if reasons else "")
     branches = summary["branches"]
     failed = ", ".join(f"{k} {v}" for k, v in branches["failed"].items())
+    ended = ", ".join(f"{v} {k}" for k, v in sorted((summary.get("exit_status") or {}).items(),
+                                                       key=lambda item: (-item[1], item[0])))
     return (f"{summary['pairs']} pairs: {summary['verified']} verified, {summary['flipped']} flipped, "
             f"{summary['tied']} tied, {summary['unverifiable']} unverifiable"
             + (f" ({reasons})" if reasons else "")
             + f"; {branches['run']} branches run, {branches['resumed']} resumed"
+            + (f" (ended: {ended})" if ended else "")
             + (f" ({failed} failed)" if failed else "")
             + f", {summary['restore_mismatches']} restore mismatches, {summary['student_tokens']:,} student "
-            f"tokens, {summary['usd']:.4f} USD; {summary['rows']} rows")
+            f"tokens, {summary['usd']:.4f} USD; {summary['rows']} rows"
+            + ("; NO TURNS taken" if _empty(summary) else ""))
 
 
 if __name__ == "__main__":

@@ -269,3 +269,32 @@ def test_user_errors_are_one_line(args: list[str], message: str) -> None:
     done = cli(*args, "--student-url", "http://127.0.0.1:9/v1", "--student-model", "m", "--out", "/tmp/x")
     assert done.returncode == 2
     assert done.stderr.startswith(message) and done.stderr.count("\n") == 1
+
+
+def _report(**counts: Any) -> Any:
+    from collect.report import RunReport
+
+    return RunReport(run_id="r", student_model="m", student_url="u", evaluate=False, started_at="t", **counts)
+
+
+@pytest.mark.parametrize(("counts", "allow_empty", "code", "said"), [
+    # #47 item 5: every rollout overflowed at turn 0: no error kind, yet nothing was done
+    ({"instances": 4, "rollouts": 4, "ok": 4, "exit_status": {"context_overflow": 4}}, False, 1,
+     "4 rollouts: 4 context_overflow, 0 turns"),
+    ({"instances": 4, "rollouts": 4, "ok": 4, "exit_status": {"context_overflow": 4}}, True, 0,
+     "4 rollouts: 4 context_overflow, 0 turns"),
+    ({"instances": 2, "rollouts": 2, "ok": 2, "turns": 5, "exit_status": {"submitted": 1, "max_turns": 1}},
+     False, 0, "2 rollouts: 1 max_turns, 1 submitted, 5 turns"),
+    ({"instances": 2, "errors": {"image_not_found": 2}}, True, 1, "2 instances: 0 rollouts, 0 turns"),
+    ({"instances": 0}, False, 0, "0 instances: 0 rollouts, 0 turns"),
+])
+def test_the_summary_names_exit_statuses_and_an_empty_run_fails(
+        counts: dict, allow_empty: bool, code: int, said: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from collect.run import exit_code
+
+    report = _report(**counts)
+    assert said in report.summary()
+    assert ("NO TURNS" in report.summary()) == (report.instances > 0 and report.turns == 0)
+    assert exit_code(report, allow_empty) == code
+    err = capsys.readouterr().err
+    assert ("no rollout took a turn" in err) == (report.empty and not allow_empty)

@@ -160,6 +160,25 @@ def test_a_context_overflow_is_graded_as_it_stands(tmp_path: Path, client: Any, 
     assert leftovers(client) == []
 
 
+def test_a_run_in_which_no_rollout_takes_a_turn_says_so_and_exits_1(tmp_path: Path, client: Any,
+                                                                   image_tag: str) -> None:
+    """#47 item 5: a student served with too short a context overflows at turn 0 in every rollout; the
+    summary says so by exit status and the run fails unless --allow-empty."""
+    rows = [toy_instance(i, "overflow") for i in IDS[:2]]
+    with VLLMServer(toy_policy(), VLLMConfig(version="0.33", max_model_len=64)) as server:
+        done = subprocess.run(command(tmp_path, rows, server.url, image_tag), cwd=ROOT, capture_output=True,
+                              text=True, timeout=300)
+        assert done.returncode == 1, done.stderr
+        assert "2 rollouts: 2 context_overflow, 0 turns" in done.stdout and "NO TURNS" in done.stdout
+        assert "no rollout took a turn (2 context_overflow" in done.stderr
+        allowed = subprocess.run(command(tmp_path, rows, server.url, image_tag, "--allow-empty"), cwd=ROOT,
+                                 capture_output=True, text=True, timeout=300)
+    assert allowed.returncode == 0, allowed.stderr
+    report = json.loads((tmp_path / "out/report.json").read_text())
+    assert report["exit_status"] == {"context_overflow": 2} and report["turns"] == 0
+    assert leftovers(client) == []
+
+
 def test_an_official_api_student_is_graded_without_token_ids(tmp_path: Path, client: Any,
                                                              image_tag: str) -> None:
     with LLMServer(anthropic_student) as server:

@@ -165,3 +165,21 @@ def test_a_folder_that_is_no_run_is_one_line(tmp_path: Path, capsys: pytest.Capt
     assert verify_main(["--run", str(tmp_path), "--rollouts", str(tmp_path)]) == 2
     error = capsys.readouterr().err
     assert error.startswith("error: --run ") and "not the --out folder of a replay.run" in error
+
+
+@pytest.mark.parametrize(("summary", "empty"), [
+    ({"exit_status": {"context_overflow": 3}, "turns": 0}, True),       # #47 item 5: nothing was done
+    ({"exit_status": {"context_overflow": 1, "submitted": 2}, "turns": 7}, False),
+    ({"exit_status": {}, "turns": 0}, False),                          # no branch ran (all unverifiable)
+    ({"dry_run": True, "turns": 0}, False),
+])
+def test_a_verify_in_which_no_branch_took_a_turn_is_empty(summary: dict, empty: bool) -> None:
+    from replay.verify import _describe, _empty
+
+    assert _empty(summary) == empty
+    if not summary.get("dry_run"):
+        line = _describe({"pairs": 1, "verified": 0, "flipped": 0, "tied": 0, "unverifiable": 1,
+                          "restore_mismatches": 0, "rollouts": 1, "student_tokens": 0, "usd": 0.0, "rows": 1,
+                          "branches": {"run": 3, "resumed": 0, "failed": {}}, **summary})
+        assert ("NO TURNS" in line) == empty
+        assert all(f"{n} {kind}" in line for kind, n in summary["exit_status"].items())

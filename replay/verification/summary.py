@@ -5,8 +5,9 @@ add up to `pairs`), `restore_mismatches` (replayed observations that differed fr
 every branch; `restore_volatile` beside it: those that differed in durations, clock times or dates
 only), `rollouts` (the collected rollouts whose states were branched), `student_tokens` (prompt +
 completion, every branch graded or not, earlier runs' included), `usd` (the student's, when it is an
-official API; a vLLM costs nothing here). Beside them: why pairs are unverifiable, the branches run,
-resumed and failed, the settings, the margin.
+official API; a vLLM costs nothing here). Beside them: `exit_status` (the branches, graded or not, by
+how they ended) and `turns` (their student turns; 0 over branches run: none took a turn), why pairs are
+unverifiable, the branches run, resumed and failed, the settings, the margin.
 """
 
 from __future__ import annotations
@@ -67,6 +68,8 @@ def summarize(pairs: Sequence[Pair], checks: Sequence[PairCheck], results: Mappi
         "rollouts": len({pair.rollout_id for pair in pairs if pair.jobs}),
         "student_tokens": sum(r.prompt_tokens + r.completion_tokens for r in mine),
         "usd": round(usd, 6),
+        "exit_status": dict(sorted(Counter(r.exit_status for r in mine if r.exit_status).items())),
+        "turns": sum(r.turns for r in mine),
         "unverifiable_reasons": dict(sorted(Counter(c.reason for c in checks
                                                     if c.outcome == "unverifiable").items())),
         "margin": MARGIN_TEXT, **run,
