@@ -108,8 +108,10 @@ def plausible(value: str, judge: str, quoted: bool = False) -> bool:
     (False, False)
     >>> plausible("'k#v&x!p(w@z^q*m%h_r+y=t-b)n$e^u!a(f-d&c=j*g)s@l#o'", "assign")
     True
-    >>> plausible("hunter2!", "prose"), plausible("incorrect", "prose"), plausible("sk-folding-cube", "token")
-    (True, False, False)
+    >>> plausible("awBkduvZiPXC", "password"), plausible("incorrect", "password")
+    (True, False)
+    >>> plausible("sk-folding-cube", "token"), plausible("sk4x9Qm2", "token")
+    (False, True)
     """
     if judge == "connection":
         return not stands_for(value)
@@ -129,8 +131,6 @@ def plausible(value: str, judge: str, quoted: bool = False) -> bool:
         return True  # a quoted run of 16+ mixed characters, no space: Django's SECRET_KEY has `(` and `)`
     if _SCALAR.match(text) or _CODE.search(text) or _PATH_OR_URL.match(text):
         return False
-    if judge == "prose":
-        return not text.isalpha() and shannon_entropy(text) > 1.5
     if not _IDENTIFIER.match(text):
         return True
     # "assign" and an identifier: a dotted name of three parts or more is a module path; quoted
