@@ -5,9 +5,11 @@ consensus taken there and, apart, the student's own action, the same student goi
 harness grading; N samples each. Rows gain `value_chosen`, `value_rejected`, `verified`, `flipped` and
 `verification`; report.json gains `verify`. See replay/verification/.
 
-Exit codes: 0 done; 1 not one branch was graded (OUT as it was); 2 bad flags or input, a student server that
-fails the start-up check, no docker engine (before any branch); 130 / 143 interrupted: every branch
-graded is kept in OUT/verify/branches.jsonl, OUT as it was otherwise; the same command goes on.
+Exit codes: 0 done; 1 not one branch was graded (OUT as it was), or branches ran and none took a turn
+though some were due one (every one at context_overflow, say; --allow-empty accepts it); 2 bad flags or
+input, a student server that fails the start-up check, no docker engine (before any branch); 130 / 143
+interrupted: every branch graded is kept in OUT/verify/branches.jsonl, OUT as it was otherwise; the same
+command goes on.
 """
 
 from __future__ import annotations
@@ -20,6 +22,10 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from replay.flags import at_least
+
+# A branch may end without a student turn of its own: its action submitted, or no turn was left (--max-turns
+# 0, a state at the end of its rollout's turns). Any other end at 0 turns is a turn that could not be taken.
+NO_TURN_DUE = frozenset({"submitted", "max_turns"})
 
 
 class _Parser(argparse.ArgumentParser):
@@ -45,7 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("--samples", type=at_least(1), default=4, metavar="N",
         help="branches per action (default 4; with 1 nothing can be verified: see the margin in README)")
     add("--allow-empty", action="store_true",
-        help="exit 0 even when branches ran and none took a turn (default: said, exit 1)")
+        help="exit 0 even when branches ran and none took a turn though some were due one (e.g. every "
+             "one at context_overflow; default: said, exit 1)")
     add("--max-turns", type=at_least(0), default=None, metavar="T",
         help="student turns after the action (default: what the rollout had left of its own --max-turns)")
     add("--ray", default=None, metavar="ADDRESS",
@@ -115,16 +122,24 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if isinstance(error, VerifyFailed) else 2
     print(_describe(summary))
     if _empty(summary) and not args.allow_empty:
-        print("error: no branch took a turn (why per branch in verify/branches.jsonl); --allow-empty "
-              "accepts it",
-              file=sys.stderr)
+        ends = ", ".join(f"{n} {status}" for status, n in summary["exit_status"].items())
+        print(f"error: no branch took a turn ({ends}; why per branch in verify/branches.jsonl); "
+              "--allow-empty accepts it", file=sys.stderr)
         return 1
     return 0
 
 
 def _empty(summary: dict[str, Any]) -> bool:
-    """Branches ran and not one took a turn (e.g. every one at context_overflow on turn 0)."""
-    return not summary.get("dry_run") and bool(summary.get("exit_status")) and summary.get("turns") == 0
+    """Branches ran, not one took a turn, and some ended for want of one (e.g. context_overflow: the
+    student's first request after the action did not fit), not only because none was due.
+
+    >>> _empty({"exit_status": {"context_overflow": 2}, "turns": 0})
+    True
+    >>> _empty({"exit_status": {"max_turns": 2}, "turns": 0}), _empty({"dry_run": True, "turns": 0})
+    (False, False)
+    """
+    ends = set(summary.get("exit_status") or {})
+    return not summary.get("dry_run") and summary.get("turns") == 0 and bool(ends - NO_TURN_DUE)
 
 
 def _console(quiet: bool) -> Any:

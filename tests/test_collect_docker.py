@@ -163,9 +163,11 @@ def test_a_context_overflow_is_graded_as_it_stands(tmp_path: Path, client: Any, 
 def test_a_run_in_which_no_rollout_takes_a_turn_says_so_and_exits_1(tmp_path: Path, client: Any,
                                                                    image_tag: str) -> None:
     """#47 item 5: a student served with too short a context overflows at turn 0 in every rollout; the
-    summary says so by exit status and the run fails unless --allow-empty."""
+    summary says so by exit status and the run fails unless --allow-empty. 600 tokens hold the start-up
+    probe (~540: a short prompt and the tools; a context that does not is one error line, exit 2) but not
+    the first turn (~860: the system prompt, the task and the tools)."""
     rows = [toy_instance(i, "overflow") for i in IDS[:2]]
-    with VLLMServer(toy_policy(), VLLMConfig(version="0.33", max_model_len=64)) as server:
+    with VLLMServer(toy_policy(), VLLMConfig(version="0.33", max_model_len=600)) as server:
         done = subprocess.run(command(tmp_path, rows, server.url, image_tag), cwd=ROOT, capture_output=True,
                               text=True, timeout=300)
         assert done.returncode == 1, done.stderr
@@ -176,6 +178,7 @@ def test_a_run_in_which_no_rollout_takes_a_turn_says_so_and_exits_1(tmp_path: Pa
     assert allowed.returncode == 0, allowed.stderr
     report = json.loads((tmp_path / "out/report.json").read_text())
     assert report["exit_status"] == {"context_overflow": 2} and report["turns"] == 0
+    assert all("maximum context length is 600 tokens" in o["error"] for o in report["outcomes"])
     assert leftovers(client) == []
 
 

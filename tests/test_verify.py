@@ -171,6 +171,9 @@ def test_a_folder_that_is_no_run_is_one_line(tmp_path: Path, capsys: pytest.Capt
     ({"exit_status": {"context_overflow": 3}, "turns": 0}, True),       # #47 item 5: nothing was done
     ({"exit_status": {"context_overflow": 1, "submitted": 2}, "turns": 7}, False),
     ({"exit_status": {}, "turns": 0}, False),                          # no branch ran (all unverifiable)
+    ({"exit_status": {"max_turns": 4}, "turns": 0}, False),            # --max-turns 0: no turn was due
+    ({"exit_status": {"submitted": 2}, "turns": 0}, False),            # the actions themselves submitted
+    ({"exit_status": {"context_overflow": 1, "submitted": 1}, "turns": 0}, True),
     ({"dry_run": True, "turns": 0}, False),
 ])
 def test_a_verify_in_which_no_branch_took_a_turn_is_empty(summary: dict, empty: bool) -> None:
