@@ -73,9 +73,13 @@ def find_snapshot(client: Any, run_id: str, state_key: str) -> str | None:
 
 def take_snapshot(container: Any, run_id: str, state_key: str) -> None:
     """Commit the restored container (it keeps the run's labels); a failure only costs later branches a
-    replay of their own."""
+    replay of their own.
+
+    Not paused: nothing runs in it but its idle init once the replay's commands have ended, and pausing
+    it (docker's default) raced with the last exec's cleanup on a loaded engine: "failed to delete
+    process ... current process state: pausing", then the container was gone under its branch."""
     try:
-        container.commit(repository=SNAPSHOTS, tag=snapshot_tag(run_id, state_key),
+        container.commit(repository=SNAPSHOTS, tag=snapshot_tag(run_id, state_key), pause=False,
                          changes=[f'LABEL {LABEL_STATE}="{state_key[:16]}"'])
     except Exception as exc:  # noqa: BLE001 - the branch goes on from its own container
         log.warning("could not keep the restored state %s: %s", state_key[:16], exc)
