@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ingestion.schema import StrictModel
+from ingestion.scope import Scope
 
 # A 128k-token teacher: leave room for the system prompt, the tool schemas and the answer.
 DEFAULT_MAX_PROMPT_TOKENS = 100_000
@@ -26,6 +27,8 @@ class IngestOptions(StrictModel):
     tokenizer: str | None = None
     # Processes that read files at once (replay/ingest/parallel.py); None: one per core on large sources.
     workers: int | None = None
+    # --project / --exclude-project / --since / --until (ingestion/scope.py); None: every state is read.
+    scope: Scope | None = None
 
     def message_limit(self) -> int:
         """Characters a message may have before it is cut to head + tail.

@@ -23,6 +23,7 @@ from ingestion.ids import Seen
 from ingestion.options import IngestOptions
 from ingestion.outcome import kind_of, link_recoveries
 from ingestion.schema import SourceError, TraceState
+from ingestion.scope import left_out_by, project_folders
 from ingestion.stats import IngestStats
 
 ROLLOUT_SUFFIX = ".rollout.jsonl"
@@ -224,7 +225,13 @@ def read_file(path: Path, options: IngestOptions, stats: IngestStats, seen: Seen
     if why is not None:
         stats.problem(str(path), None, why[0], action="file", detail=why[1])
         return
+    scope = options.scope if options.scope is not None and options.scope.active() else None
+    folders = project_folders(path, scope.roots) if scope is not None else ()
     for state in _file_states(path, options, stats, seen):
+        if scope is not None and (why := left_out_by(scope, folders, state.metadata, stats.scope_matched)):
+            stats.states -= 1   # counted by its reader: a state left out is not one of the run's
+            stats.filtered[why] += 1
+            continue
         stats.count_format(state.source, states=1)
         stats.outcomes[kind_of(state.metadata)] += 1
         yield state

@@ -28,6 +28,8 @@ class IngestStats:
     problems: list[dict[str, Any]] = field(default_factory=list)    # {file, line, reason, action}
     formats: dict[str, Counter[str]] = field(default_factory=dict)  # format -> {files, states}
     outcomes: Counter[str] = field(default_factory=Counter)         # states by outcome kind
+    filtered: Counter[str] = field(default_factory=Counter)         # states left out, by filter (scope.py)
+    scope_matched: Counter[str] = field(default_factory=Counter)    # `project:GLOB` -> states it matched
 
     def count_format(self, name: str, files: int = 0, states: int = 0) -> None:
         """One more file (or states) read as format `name` (report.json `formats`)."""
@@ -65,7 +67,8 @@ class IngestStats:
         for name in ("files", "lines", "traces", "states", "trace_id_collisions"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         for name in ("skipped_lines", "repaired_lines", "skipped_files", "record_types", "skipped_records",
-                     "skipped_traces", "skipped_turns", "budget", "history", "outcomes"):
+                     "skipped_traces", "skipped_turns", "budget", "history", "outcomes", "filtered",
+                     "scope_matched"):
             mine = getattr(self, name)
             for key, count in getattr(other, name).items():
                 mine[key] += count

@@ -20,6 +20,7 @@ from replay.options import RunConfig
 from replay.rundir.files import CONFIG_FILE, REPORT_FILE, write_json
 from replay.rundir.outdir import check_out, keep_failed, run_folder, swap_in
 from replay.rundir.report import Report, too_many_failed
+from replay.rundir.sent import write_sent
 from replay.select.filters import select_into
 
 if TYPE_CHECKING:
@@ -76,14 +77,21 @@ def run(config: RunConfig, console: Console | None = None,
 def _run_into(work: Path, config: RunConfig, pool: TeacherPool | None, judge: TeacherSpec | None,
               console: Console, files: list[Path], stats: IngestStats) -> Report:
     """Ingest → select → ask → decide → export, into the run's fresh folder `work`."""
+    from replay.ingest.pseudonyms import OPERATIONAL, pseudonymise_json, run_pseudonyms
     from teachers.redact_state import StateRedactor
 
-    redactor = StateRedactor(redaction_key()) if config.redact else None
+    key = redaction_key() if config.redact or config.pseudonymise else None
+    pseudonyms = run_pseudonyms(files, key, config.redact) if key and config.pseudonymise else None
+    redactor = (StateRedactor(key if config.redact else None, pseudonyms)
+                if config.redact or pseudonyms is not None else None)
+    if pool is not None:
+        pool.pseudonyms = pseudonyms   # answers too: no teacher can bring a name back
     report, _ = ingest_to_file(config.source, work, config.ingest, console, redactor, files, stats)
     report.dry_run = config.dry_run
+    _check_scope(config, stats, report, console)
     if config.select:   # without filters, ingestion counted the outcomes (report.add_ingest)
         report.outcomes, report.states_unselected = select_into(work, config.select)
-    write_json(work / CONFIG_FILE, config.model_dump(mode="json"))
+    write_json(work / CONFIG_FILE, pseudonymise_json(config.model_dump(mode="json"), pseudonyms, OPERATIONAL))
     if pool is not None:
         report.extra["unpriced"] = pool.unpriced()
     if pool is not None and config.dry_run:
@@ -101,11 +109,33 @@ def _run_into(work: Path, config: RunConfig, pool: TeacherPool | None, judge: Te
 
         rows = decide_states(work, config, pool, judge, report, console)
         if failure := too_many_failed(report, config.max_failed):
-            write_json(work / REPORT_FILE, report.model_dump())
+            write_json(work / REPORT_FILE, pseudonymise_json(report.model_dump(), pseudonyms))
             kept = keep_failed(work, config.out)
             raise RunFailed(f"{failure}; {config.out} was left as it was (this run's report: "
                             f"{kept / REPORT_FILE}); every answer received is cached: fix the cause and "
                             f"run again")
         export_pairs(config, work, rows, report)
-    write_json(work / REPORT_FILE, report.model_dump())
+    write_sent(work, config, report, [t.name for t in pool.teachers] if pool is not None else [])
+    # The report names files (problems) and the run's paths: pseudonymised like everything else.
+    write_json(work / REPORT_FILE, pseudonymise_json(report.model_dump(), pseudonyms))
     return report
+
+
+def _check_scope(config: RunConfig, stats: IngestStats, report: Report, console: Console) -> None:
+    """--project / --exclude-project / --since / --until once every file is read: a --project that
+    matches nothing stops the run (exit 2, OUT as it was); what a user would go on with is said."""
+    scope = config.ingest.scope
+    if scope is None or not scope.active():
+        return
+    from ingestion.scope import scope_problems
+
+    errors, warnings = scope_problems(scope, stats.scope_matched, stats.filtered, report.states)
+    if errors:
+        raise ReplayError(errors[0])
+    for line in warnings:
+        console.print(f"[yellow]warning: {line}[/yellow]")
+    # matched: [flag, glob, states it matched], the globs as values (pseudonymised like all text: a
+    # glob may hold a name)
+    matched = [[*name.split(":", 1), n] for name, n in sorted(stats.scope_matched.items())]
+    report.extra["scope"] = {"filters": scope.model_dump(mode="json", exclude={"roots"}), "matched": matched,
+                             "warnings": warnings}

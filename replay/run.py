@@ -11,12 +11,14 @@ import argparse
 import os
 import shlex
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from ingestion.options import DEFAULT_MAX_MESSAGE_CHARS, DEFAULT_MAX_PROMPT_TOKENS, IngestOptions
 from ingestion.schema import ReplayError
+from ingestion.scope import Scope
 from replay.flags import at_least, fraction, out_folder, positive_float, seconds, usd
 from replay.options import ConsensusOptions, ExportOptions, PoolOptions, RunConfig
 from replay.select.filters import SelectError, parse_filter
@@ -85,6 +87,21 @@ def _ingest_flags(group: argparse._ArgumentGroup) -> None:
                             "tool=Edit,Bash, after-failure=N (a failed state and the N after it), "
                             "per-trace=N[:SEED] (a seeded sample). The others are counted "
                             "(states_unselected), never sent")
+    group.add_argument("--project", action="append", default=[], metavar="GLOB",
+                       help="read only the projects this glob matches (repeatable): the project folder's "
+                            "name (-Users-me-work-app) or the cwd the sessions recorded (/Users/me/work/app, "
+                            "or its last part, app); the others are counted (report.json filtered), never "
+                            "written or sent")
+    group.add_argument("--exclude-project", action="append", default=[], metavar="GLOB",
+                       help="leave out the projects this glob matches, by folder name or recorded cwd "
+                            "(repeatable; wins over --project)")
+    group.add_argument("--since", type=when(end=False), metavar="WHEN",
+                       help="only turns at or after WHEN: a date (2025-07-01, local time), an ISO time, or a "
+                            "duration back from now (7d, 12h, 2w); earlier turns stay as context of later "
+                            "ones where the prompt budgets keep them")
+    group.add_argument("--until", type=when(end=True), metavar="WHEN",
+                       help="only turns before WHEN (a date includes that day; or an ISO time, or a duration "
+                            "back from now)")
     group.add_argument("--max-message-chars", type=at_least(100), default=DEFAULT_MAX_MESSAGE_CHARS,
                        metavar="N",
                        help=f"cut any message longer than this to head + tail (default "
@@ -139,6 +156,10 @@ def _teacher_flags(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--no-redact", action="store_true",
                        help="keep the sessions' raw text in requests and every output (default: secrets "
                             "are redacted once, right after ingestion; the dataset card says which)")
+    group.add_argument("--no-pseudonymise", action="store_true",
+                       help="keep personal data as it is (default: user names of home paths, e-mail "
+                            "addresses, machine names, public IP addresses and phone numbers become stable "
+                            "placeholders in requests and every output; the dataset card says which)")
     group.add_argument("--max-response-mb", type=positive_float, default=10.0, metavar="MB",
                        help="a teacher answer larger than this is a counted failure, never read whole (10)")
     group.add_argument("--batch", action="store_true",
@@ -194,6 +215,29 @@ def _export_flags(group: argparse._ArgumentGroup) -> None:
                             "(the same as python -m replay.view OUT)")
 
 
+def when(end: bool) -> Callable[[str], datetime]:
+    """`--since` / `--until`: an instant (ingestion.scope.parse_when), one line and exit 2 when it is none."""
+    def parse(text: str) -> datetime:
+        from ingestion.scope import parse_when
+
+        try:
+            return parse_when(text, datetime.now().astimezone(), end=end)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+    return parse
+
+
+def _scope(args: argparse.Namespace, sources: list[Path]) -> Scope | None:
+    """The filters of what is read, None without any; --since not before --until is an error."""
+    if not (args.project or args.exclude_project or args.since or args.until):
+        return None
+    if args.since and args.until and args.since >= args.until:
+        raise ReplayError(f"--since {args.since.isoformat(timespec='minutes')} is not before --until "
+                          f"{args.until.isoformat(timespec='minutes')}: no turn can be in between")
+    return Scope(projects=args.project, exclude_projects=args.exclude_project, since=args.since,
+                 until=args.until, roots=sources)
+
+
 def trace_parallel(text: str) -> int | None:
     """`--trace-parallel`, `--ingest-workers`: a count of at least 1, or `auto` (None)."""
     if text.strip().lower() == "auto":
@@ -223,12 +267,13 @@ def config_from_args(args: argparse.Namespace, argv: list[str]) -> RunConfig:
     sources = split_sources(args.source)
     return RunConfig(
         source=sources[0] if len(sources) == 1 else sources, out=args.out, dry_run=args.dry_run, pool=pool,
-        redact=not args.no_redact, force=args.force, max_failed=args.max_failed, select=args.select,
+        redact=not args.no_redact, pseudonymise=not args.no_pseudonymise, force=args.force,
+        max_failed=args.max_failed, select=args.select,
         ingest=IngestOptions(include_subagents=args.include_subagents, max_states=args.max_states,
                              max_message_chars=args.max_message_chars,
                              max_prompt_tokens=args.max_prompt_tokens, max_length=args.max_length,
                              tokenizer=args.tokenizer or args.preflight_tokenizer,
-                             workers=args.ingest_workers),
+                             workers=args.ingest_workers, scope=_scope(args, sources)),
         consensus=ConsensusOptions(method=args.consensus, min_agreement=args.min_agreement,
                                    judge=args.judge, early_stop=args.early_stop, match=args.match),
         export=_export_options(args),

@@ -18,6 +18,12 @@ def print_summary(report: Report, out: str, console: Console | None = None) -> N
             ("traces", report.traces), ("states", report.states)]
     if report.outcomes:
         rows.append(("  by outcome", " · ".join(f"{k} {n}" for k, n in report.outcomes.items())))
+    if report.filtered:
+        rows.append(("  left out by --project/--exclude-project/--since/--until",
+                     " · ".join(f"{k} {n}" for k, n in report.filtered.items())))
+    if report.pseudonymised:
+        rows.append(("  pseudonymised (distinct per trace)",
+                     " · ".join(f"{k} {n}" for k, n in report.pseudonymised.items())))
     if report.states_unselected:
         rows.append(("  selected / unselected (--select)",
                      f"{report.states - report.states_unselected} / {report.states_unselected}"))

@@ -29,6 +29,7 @@ from teachers.client import MalformedAnswer, RetryPolicy, complete, describe_err
 from teachers.cost import Estimate, Tokens, cost_of, response_cost, tokens_of, unpriced_reason
 from teachers.learned import Completion, learned, priors
 from teachers.prompt_cache import PrefixModel, cache_rules
+from teachers.pseudonyms import Pseudonyms
 from teachers.ratelimit import Limiter, request_tokens
 from teachers.redact_state import redact_action
 from teachers.registry import TeacherSpec, split_by_family
@@ -67,6 +68,8 @@ class TeacherPool:
         # Answers are redacted like the states they answer (None: --no-redact), so no output holds a
         # secret-shaped string a teacher wrote either.
         self.redact_key = redact_key
+        # Set by the run (replay.pipeline): personal data in answers to the states' placeholders.
+        self.pseudonyms: Pseudonyms | None = None
         self.retry = retry or RetryPolicy()
         self.prompt_version = prompt_version
         self.expected_completion_tokens = expected_completion_tokens
@@ -379,7 +382,8 @@ class TeacherPool:
 
     def _redacted(self, proposal: Proposal) -> Proposal:
         """The answer redacted like the state it answers (a regex pass: run on a worker thread)."""
-        if self.redact_key is None or proposal.action is None:
+        if (self.redact_key is None and self.pseudonyms is None) or proposal.action is None:
             return proposal
-        return proposal.model_copy(update={"action": redact_action(proposal.action, self.redact_key)[0]})
+        action = redact_action(proposal.action, self.redact_key, self.pseudonyms)[0]
+        return proposal.model_copy(update={"action": action})
 

@@ -29,6 +29,7 @@ from collections.abc import Iterator
 from functools import lru_cache
 from typing import Any
 
+from teachers.pseudonyms import Pseudonyms, pseudonymise_found
 from teachers.secret_rules import Rule, rule_set, shannon_entropy
 from teachers.secret_values import plausible
 
@@ -267,9 +268,22 @@ def _tag(secret: str, key: bytes) -> str:
 # Repeats across traces are few (tool schemas, the system prompt); within a trace the redactor shares
 # its copies (teachers.redact_state). Texts are large: 8,192 of them held 30 MB on real sessions.
 @lru_cache(maxsize=1024)
-def redact_found(text: str, key: bytes | None = None) -> tuple[str, tuple[tuple[str, str], ...]]:
+def redact_found(text: str, key: bytes | None = None, pseudonyms: Pseudonyms | None = None
+                 ) -> tuple[str, tuple[tuple[str, str], ...]]:
     """(redacted text, ((rule, secret digest), ...)): the digest tells secrets apart for counting and
-    never leaves the process. Memoised: the states of a trace repeat the same history."""
+    never leaves the process. Memoised: the states of a trace repeat the same history. With
+    `pseudonyms` (teachers.pseudonyms), personal data is replaced after the secrets (its hits are
+    `pii:<kind>`), and secrets are left alone when `pseudonyms.secrets` is off (--no-redact)."""
+    if pseudonyms is None:
+        return _secrets_found(text, key)
+    found: tuple[tuple[str, str], ...] = ()
+    if pseudonyms.secrets:
+        text, found = _secrets_found(text, key)
+    text, more = pseudonymise_found(text, pseudonyms)
+    return text, found + more
+
+
+def _secrets_found(text: str, key: bytes | None) -> tuple[str, tuple[tuple[str, str], ...]]:
     spans = _find(text, _DEPTH)
     if spans and "[REDACTED:" in text:  # already redacted text stays as it is (idempotent)
         marks = [m.span() for m in MARK.finditer(text)]
@@ -301,11 +315,12 @@ def redact_text(text: str, key: bytes | None = None) -> tuple[str, Counter[str]]
     return redacted, Counter(kind for kind, _ in found)
 
 
-def redact_value(value: Any, key: bytes | None = None, field: str | None = None
-                 ) -> tuple[Any, list[tuple[str, str]]]:
+def redact_value(value: Any, key: bytes | None = None, field: str | None = None,
+                 pseudonyms: Pseudonyms | None = None) -> tuple[Any, list[tuple[str, str]]]:
     """A copy of a JSON-like value with every string redacted (structural fields kept), and what was
     found. Tool-call `arguments` given as a JSON string are searched as an object, so a multi-line
-    secret inside is multi-line text when it is searched; the input is never changed."""
+    secret inside is multi-line text when it is searched; the input is never changed. `pseudonyms`:
+    personal data too (`redact_found`)."""
     if isinstance(value, str):
         if field in _STRUCTURAL:
             return value, []
@@ -315,9 +330,9 @@ def redact_value(value: Any, key: bytes | None = None, field: str | None = None
             except ValueError:
                 parsed = None
             if isinstance(parsed, dict):
-                walked, found = redact_value(parsed, key)
+                walked, found = redact_value(parsed, key, None, pseudonyms)
                 return (json.dumps(walked, ensure_ascii=False) if found else value), found
-        redacted, found_text = redact_found(value, key)
+        redacted, found_text = redact_found(value, key, pseudonyms)
         return redacted, list(found_text)
     # Sessions hold a million strings and numbers: a plain string or a number in a container is done
     # here, without a call of its own (a third of the redaction pass on real sessions, issue #29).
@@ -330,13 +345,13 @@ def redact_value(value: Any, key: bytes | None = None, field: str | None = None
                 if k in _STRUCTURAL:
                     out[k] = v
                 else:
-                    out[k], found_text = redact_found(v, key)
+                    out[k], found_text = redact_found(v, key, pseudonyms)
                     if found_text:
                         found_all += found_text
             elif kind in _SCALARS:
                 out[k] = v
             else:
-                out[k], found = redact_value(v, key, k)
+                out[k], found = redact_value(v, key, k, pseudonyms)
                 found_all += found
         return out, found_all
     if isinstance(value, list):
@@ -344,12 +359,12 @@ def redact_value(value: Any, key: bytes | None = None, field: str | None = None
         for item in value:
             kind = type(item)
             if kind is str:
-                redacted, found_text = redact_found(item, key)
+                redacted, found_text = redact_found(item, key, pseudonyms)
                 found_all += found_text
             elif kind in _SCALARS:
                 redacted = item
             else:
-                redacted, found = redact_value(item, key)
+                redacted, found = redact_value(item, key, None, pseudonyms)
                 found_all += found
             items.append(redacted)
         return items, found_all

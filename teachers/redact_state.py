@@ -13,6 +13,7 @@ from collections import Counter
 from typing import Any
 
 from ingestion.schema import Action, TraceState
+from teachers.pseudonyms import PREFIX, Pseudonyms
 from teachers.redact import redact_found, redact_value
 
 # Rollout metadata that is the raw text in another form.
@@ -23,8 +24,10 @@ TOKEN_FIELDS = ("prompt_token_ids", "completion_token_ids", "logprobs", "tokens"
 METADATA_IDS = frozenset({"message_id", "request_id", "session_id", "agent_id", "timestamp", "recovery"})
 
 
-def redact_action(action: Action, key: bytes | None = None) -> tuple[Action, list[tuple[str, str]]]:
-    """An action with every string redacted (content, tool-call arguments, thinking), and what was found.
+def redact_action(action: Action, key: bytes | None = None, pseudonyms: Pseudonyms | None = None
+                  ) -> tuple[Action, list[tuple[str, str]]]:
+    """An action with every string redacted (content, tool-call arguments, thinking), and what was found
+    (`pseudonyms`: personal data too).
 
     Field by field rather than through `model_dump`: a state's action is new text, but its dump and
     walk cost more than the scan on real sessions, and most actions hold nothing.
@@ -32,15 +35,15 @@ def redact_action(action: Action, key: bytes | None = None) -> tuple[Action, lis
     >>> redact_action(Action(content="ok"))
     (Action(content='ok', tool_calls=[], thinking=None), [])
     """
-    content, found_text = redact_found(action.content, key)
+    content, found_text = redact_found(action.content, key, pseudonyms)
     found = list(found_text)
     thinking = action.thinking
     if thinking is not None:
-        thinking, found_text = redact_found(thinking, key)
+        thinking, found_text = redact_found(thinking, key, pseudonyms)
         found += found_text
     calls = []
     for call in action.tool_calls:
-        arguments, hits = redact_value(call.arguments, key)
+        arguments, hits = redact_value(call.arguments, key, None, pseudonyms)
         found += hits
         calls.append({"id": call.id, "name": call.name, "arguments": arguments})
     if not found:
@@ -50,11 +53,13 @@ def redact_action(action: Action, key: bytes | None = None) -> tuple[Action, lis
 
 class StateRedactor:
     """`redactor(state)` → the redacted state. `counts` holds distinct secrets per trace, by kind, summed
-    over traces (a secret repeated in every later state of its trace counts once); `states_token_ids_dropped`
-    counts rollout states that lost their token ids."""
+    over traces (a secret repeated in every later state of its trace counts once), and so the personal
+    data `pseudonyms` replaced (kinds `pii:<kind>`: `split_counts`); `states_token_ids_dropped` counts
+    rollout states that lost their token ids."""
 
-    def __init__(self, key: bytes | None = None) -> None:
+    def __init__(self, key: bytes | None = None, pseudonyms: Pseudonyms | None = None) -> None:
         self.key = key
+        self.pseudonyms = pseudonyms
         self.counts: Counter[str] = Counter()
         self.states_token_ids_dropped = 0
         self._trace: str | None = None
@@ -74,7 +79,7 @@ class StateRedactor:
         memo = self._memo.get(id(value))
         if memo is not None and memo[0] is value:
             return memo[1], memo[2]
-        redacted, found = redact_value(value, self.key)
+        redacted, found = redact_value(value, self.key, None, self.pseudonyms)
         self._memo[id(value)] = (value, redacted, found)
         return redacted, found
 
@@ -117,10 +122,10 @@ class StateRedactor:
         messages, found = self._messages(state.messages)
         tools, hits = self._tools(state.tools)
         found += hits
-        action, hits = redact_action(state.student_action, self.key)
+        action, hits = redact_action(state.student_action, self.key, self.pseudonyms)
         found += hits
         scanned, hits = redact_value({k: v for k, v in state.metadata.items() if k not in METADATA_IDS},
-                                     self.key)
+                                     self.key, None, self.pseudonyms)
         found += hits
         metadata = {k: v if k in METADATA_IDS else scanned[k] for k, v in state.metadata.items()}
         if found and any(metadata.get(name) is not None for name in TOKEN_FIELDS):
@@ -133,3 +138,14 @@ class StateRedactor:
         # A copy even when nothing was found: the states of a trace then share the same message objects.
         return state.model_copy(update={"messages": messages, "tools": tools, "student_action": action,
                                         "metadata": metadata})
+
+
+def split_counts(counts: dict[str, int]) -> tuple[dict[str, int], dict[str, int]]:
+    """(secrets by rule, personal data by kind) of a redactor's `counts`, each sorted by name.
+
+    >>> split_counts({"pii:email": 2, "github-pat": 1})
+    ({'github-pat': 1}, {'email': 2})
+    """
+    secrets = {k: n for k, n in sorted(counts.items()) if not k.startswith(PREFIX)}
+    personal = {k.removeprefix(PREFIX): n for k, n in sorted(counts.items()) if k.startswith(PREFIX)}
+    return secrets, personal

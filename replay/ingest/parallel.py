@@ -46,6 +46,7 @@ from ingestion.sources import no_cyclic_gc, read_file
 from ingestion.stats import IngestStats
 
 if TYPE_CHECKING:
+    from teachers.pseudonyms import Pseudonyms
     from teachers.redact_state import StateRedactor
 
 # Below this many bytes of input, starting workers costs more than it saves (~0.3 s each).
@@ -130,13 +131,14 @@ class _Settled(Seen):
         return _CHANNEL[0].recv()
 
 
-def read_apart(index: int, path: Path, options: IngestOptions, key: bytes | None, redact: bool) -> FileResult:
+def read_apart(index: int, path: Path, options: IngestOptions, key: bytes | None, redact: bool,
+               pseudonyms: Pseudonyms | None = None) -> FileResult:
     """One file of the run read, redacted and serialised in a worker (file `index` of the run)."""
     from teachers.redact_state import StateRedactor
 
     stats = IngestStats()
     writer = ShardWriter()
-    redactor = StateRedactor(key) if redact else None
+    redactor = StateRedactor(key, pseudonyms) if redact else None
     redaction = Redaction() if redact else None
     trace: str | None = None
     try:
@@ -311,6 +313,7 @@ def parallel_shards(workers: Workers, files: list[Path], options: IngestOptions,
     if options.max_states is not None:
         raise ValueError("parallel_shards reads whole files: use ingestion.sources.iter_states")
     key = redactor.key if redactor is not None else None
+    pseudonyms = redactor.pseudonyms if redactor is not None else None
     counting = _Counting(redactor) if redactor is not None else None
     resolver = Resolver(workers.ends)
     resolver.start()
@@ -328,7 +331,8 @@ def parallel_shards(workers: Workers, files: list[Path], options: IngestOptions,
                 if path is None:
                     break
                 size = _size(path)
-                job = workers.pool.submit(read_apart, index, path, options, key, redactor is not None)
+                job = workers.pool.submit(read_apart, index, path, options, key, redactor is not None,
+                                          pseudonyms)
                 pending.append((path, size, job))
                 in_flight += size
             if not pending:

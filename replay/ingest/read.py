@@ -39,9 +39,15 @@ def ingest_to_file(source: Path, out: Path, options: IngestOptions, console: Con
     report.add_ingest(stats)
     report.extra["ingest_workers"] = workers
     if redactor is not None:
-        report.redactions = dict(sorted(redactor.counts.items()))
-        report.extra["redaction"] = {"secrets": sum(redactor.counts.values()),
-                                     "states_token_ids_dropped": redactor.states_token_ids_dropped}
+        from teachers.redact_state import split_counts
+
+        secrets, personal = split_counts(redactor.counts)
+        if redactor.pseudonyms is None or redactor.pseudonyms.secrets:   # else --no-redact
+            report.redactions = secrets
+            report.extra["redaction"] = {"secrets": sum(secrets.values()),
+                                         "states_token_ids_dropped": redactor.states_token_ids_dropped}
+        if redactor.pseudonyms is not None:
+            report.pseudonymised = personal
     return report, stats
 
 

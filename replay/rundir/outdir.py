@@ -22,7 +22,7 @@ from ingestion.schema import ReplayError
 # Everything a run writes at the top of DIR (replay.ablate's `ablation/` is not a run's, and is kept;
 # `view/`, the pages of a run, goes with the run it shows: `--view` writes it again after the swap).
 RUN_FILES = ("dataset", "pairs.jsonl", "README.md", "states.jsonl", "traces.jsonl", "proposals.jsonl",
-             "verdicts.jsonl", "report.json", "run.json", "view", "selection.json")
+             "verdicts.jsonl", "report.json", "run.json", "view", "selection.json", "sent.jsonl")
 MARKER = "run.json"
 _WORK, _OLD = ".replay-run-", ".replay-old-"
 FAILED = ".replay-failed"  # the last failed run's states, proposals and report, to see why

@@ -33,6 +33,11 @@ class Report(BaseModel):
     cost_usd: float = 0.0
     outcomes: dict[str, int] = Field(default_factory=dict)   # every state's outcome kind (#25)
     states_unselected: int = 0       # left out by --select: counted, never sent to a teacher
+    # Issue #50: states never read, by the first filter that left them out (--project,
+    # --exclude-project, --since, --until; no_timestamp under a date bound), and the personal data
+    # replaced by placeholders, distinct values per trace by kind (user_name, email, host, ip_address, phone).
+    filtered: dict[str, int] = Field(default_factory=dict)
+    pseudonymised: dict[str, int] = Field(default_factory=dict)
     # Beyond the contract: where the numbers above come from.
     dry_run: bool = False
     repaired_lines: dict[str, int] = Field(default_factory=dict)
@@ -61,6 +66,7 @@ class Report(BaseModel):
         self.problems = list(stats.problems)
         self.formats = {name: dict(counts) for name, counts in sorted(stats.formats.items())}
         self.outcomes = dict(sorted(stats.outcomes.items()))
+        self.filtered = dict(sorted(stats.filtered.items()))
 
 
 def too_many_failed(report: Report, max_failed: float) -> str | None:

@@ -1,0 +1,331 @@
+"""Pseudonymisation: personal data in a string → stable placeholders, a pure function of (text, settings).
+
+Run once per state with the secret redaction (`teachers.redact_state`), after it, so every request and
+every file under OUT holds the same placeholders, and the student's action and the teachers' answers
+name the same user the same way (pairs never turn on a placeholder). Kinds (issue #50):
+
+- `user_name`: the user of a home path (`/Users/alex/…`, `/home/alex`, `C:\\Users\\alex`, the encoded
+  project folder `-Users-alex-…`) → `user-<tag>`; the run's user names (`Pseudonyms.names`, found in
+  the sessions' recorded paths before reading) also as bare words in text (`alex wrote`), unless they
+  are system accounts (`ubuntu`, `runner`: words of the text too);
+- `email`: `alex@corp.com` → `email-<tag>@example.com` (addresses of no one kept: `noreply@…`,
+  `git@github.com`, example domains);
+- `host`: machine names that carry their owner's (`Alexs-MacBook-Pro`, `DESKTOP-4F2K9QZ`,
+  `nas.local`) → `host-<tag>`;
+- `ip_address`: public IPv4 addresses (private, loopback, reserved ones and the public resolvers are
+  kept; `Version 3.2.6.1` is no address) → `ip-<tag>`;
+- `phone`: international numbers (`+44 20 7946 0958`) → `phone-<tag>`.
+
+The tag is the first 6 hex digits of HMAC-SHA256(key, kind + value), value lower-cased: the same name
+is the same placeholder in every message, state, trace and run with the same key, and cannot be
+checked against guessed names without the key (which never leaves the machine).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+import re
+import tomllib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import lru_cache
+
+from configs import config_path
+
+PREFIX = "pii:"   # the kinds' prefix among a redactor's hits (secrets are counted by rule id)
+KINDS = ("user_name", "email", "host", "ip_address", "phone")
+_PLACEHOLDER = re.compile(r"^(?:user|email|host|ip|phone)-[0-9a-f]{6}$")
+
+# Every pattern starts with a literal, so Python's regex engine skips to its candidates at C speed (a
+# pattern opening with a look-behind or a character class crawls: 3 MB/s on real sessions); what must
+# hold around a match is checked by the code that takes it (`_before_ok` and the kinds' functions).
+_HOME = re.compile(r"/(?:Users|home)/(?P<name>\w[\w.@-]*?)(?=$|[/\\\s\"'`:;,)\]}>|*]|\.(?:$|\s))")
+_WIN_HOME = re.compile(r"Users(?:\\\\|\\|/)(?P<name>\w[\w. -]*?)(?=$|[/\\\"'`:;,)\]}>|*]|\.(?:$|\s))")
+_DRIVE = re.compile(r"(?<![\w])[A-Za-z]:(?:\\\\|\\|/)$")
+_HOME_AFTER = re.compile(r"(?:/mnt/[a-z]|file://|\\[nt])$")   # WSL's /mnt/c/Users, file:///Users, \n/Users
+_DOMAIN = re.compile(r"@(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?\.)+[A-Za-z]{2,24}(?![\w-]|\.[A-Za-z0-9])")
+_LOCAL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._%+-]{0,63}$")
+_LAN_HOST = re.compile(r"\.(?:local|lan|home\.arpa)(?![\w-]|\.[A-Za-z0-9])")
+# Machine names that carry their owner's (`Alexs-MacBook-Pro`) and Windows' own (`DESKTOP-4F2K9QZ`):
+# one pattern per literal (an alternation of words starting differently is a slow scan in `re`).
+_MACHINES = (re.compile(r"Mac(?:Book|book|-mini|mini|-Studio|-Pro)[\w-]*"),
+             re.compile(r"DESKTOP-[A-Z0-9]{7}(?![\w-])"), re.compile(r"LAPTOP-[A-Z0-9]{7}(?![\w-])"))
+_HOST_LEFT = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,62}$")
+_OWNER_LEFT = re.compile(r"[\w'’]+-$")   # `Alexs-` of `Alexs-MacBook-Pro`
+_IP_TAIL = re.compile(r"\.\d{1,3}\.\d{1,3}\.\d{1,3}(?![\w-]|\.\d|/\d)")
+_IP_HEAD = re.compile(r"(?<![\w.])\d{1,3}$")
+_VERSION_BEFORE = re.compile(r"(?i)(?:version|ver|v|==|release|build|kernel)[\s:=]*\(?$")
+_PHONE = re.compile(r"\+\d{1,3}(?:[ .-]?\(?\d{1,4}\)?)(?:[ .-]?\d{2,4}){2,4}(?![\w.])")
+_HINTS = ("/Users/", "/home/", "Users\\", "Users/")
+
+
+@lru_cache(maxsize=1)
+def _config() -> dict:
+    return tomllib.loads(config_path("pseudonymise.toml").read_text(encoding="utf-8"))
+
+
+@lru_cache(maxsize=1)
+def _lists() -> tuple[frozenset[str], frozenset[str], frozenset[str], frozenset[str], frozenset[str],
+                      frozenset[str], frozenset[str]]:
+    data = _config()
+    users, emails = data["user_names"], data["emails"]
+    return (frozenset(users["placeholders"]), frozenset(n.lower() for n in users["system_accounts"]),
+            frozenset(emails["keep_domains"]), frozenset(emails["keep_local_parts"]),
+            frozenset(emails["personal_domains"]), frozenset(emails["not_tlds"]),
+            frozenset(data["ip_addresses"]["keep"]))
+
+
+def _english() -> frozenset[str]:
+    from teachers.secret_values import _words
+
+    return _words()[0]
+
+
+def is_personal_name(name: str) -> bool:
+    """Whether a home folder's name is a person's to pseudonymise (not a placeholder, not ours).
+
+    >>> is_personal_name("alex"), is_personal_name("USER"), is_personal_name("user-0a1b2c")
+    (True, False, False)
+    """
+    return (bool(name) and name not in _lists()[0] and not _PLACEHOLDER.match(name)
+            and not name.startswith("$"))
+
+
+def bare_names(names: Iterable[str]) -> tuple[str, ...]:
+    """The user names also looked for as bare words: personal, not system accounts, long enough.
+
+    >>> bare_names(["loganf", "ubuntu", "USER", "jo"])
+    ('loganf',)
+    """
+    system, shortest = _lists()[1], _config()["user_names"]["min_bare_length"]
+    return tuple(sorted({n for n in names if is_personal_name(n) and n.lower() not in system
+                         and len(n) >= shortest}, key=lambda n: (-len(n), n)))
+
+
+@dataclass(frozen=True, eq=False)   # hashed by identity: one object per run, a cheap memo key
+class Pseudonyms:
+    """A run's pseudonymisation settings: the key of the tags and the user names known up front."""
+
+    key: bytes
+    names: tuple[str, ...] = ()
+    secrets: bool = True   # secrets are redacted too (off: --no-redact, names only)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "names", bare_names(self.names))
+        english = _english()
+        # A name that is also a word (`mark`, `will`) is only a name when written as one (`Mark`).
+        # Literal forms, no IGNORECASE (it would cost the engine its fast skip to candidates).
+        forms = sorted({re.escape(form) for n in self.names for form in (
+            {n, n[:1].upper() + n[1:]} if n.lower() in english
+            else {n, n.lower(), n.upper(), n.capitalize()})},
+            key=lambda f: (-len(f), f))
+        object.__setattr__(self, "_bare", re.compile("|".join(forms)) if forms else None)
+        # The encoded project folder (`-Users-alex-proj`): a known name first (its `.`, `_`, `-` all
+        # became `-`), else the next run of letters and digits.
+        encoded = {re.sub(r"[^A-Za-z0-9]", "-", n): n for n in self.names}
+        known = "".join(re.escape(e) + "(?![A-Za-z0-9])|" for e in sorted(encoded, key=len, reverse=True))
+        object.__setattr__(self, "_from_encoded", encoded)
+        object.__setattr__(self, "_encoded", re.compile(
+            rf"-(?:Users|home)-(?P<name>{known}[A-Za-z0-9]+)"))
+
+    def __reduce__(self) -> tuple:
+        # A worker process unpickles one object per settings (memo keys are by identity) and compiles
+        # the names' patterns once.
+        return shared_pseudonyms, (self.key, self.names, self.secrets)
+
+    def tag(self, kind: str, value: str) -> str:
+        return hmac.new(self.key, f"{kind}\0{value.lower()}".encode("utf-8", "surrogatepass"),
+                        hashlib.sha256).hexdigest()[:6]
+
+
+Found = tuple[tuple[str, str], ...]
+
+
+def _hit(kind: str, value: str) -> tuple[str, str]:
+    return PREFIX + kind, hashlib.sha256(value.lower().encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def _keep_email(address: str) -> bool:
+    _, _, keep_domains, keep_locals, personal, not_tlds, _ = _lists()
+    local, _, domain = address.lower().rpartition("@")
+    if domain.rpartition(".")[2] in not_tlds:
+        return True
+    if domain in personal or any(domain.endswith("." + d) for d in personal):
+        return False
+    return (local in keep_locals or domain in keep_domains
+            or any(domain.endswith("." + d) for d in keep_domains) or _PLACEHOLDER.match(local) is not None)
+
+
+def _public_ip(text: str, start: int, value: str) -> bool:
+    try:
+        address = ipaddress.IPv4Address(value)
+    except ValueError:
+        return False
+    return (address.is_global and value not in _lists()[6]
+            and not _VERSION_BEFORE.search(text, max(0, start - 12), start))
+
+
+Span = tuple[int, int, str]
+
+
+def pseudonymise_found(text: str, settings: Pseudonyms) -> tuple[str, Found]:
+    """(text with personal data replaced, ((kind, digest), ...)): `kind` is `pii:<kind>`, the digest
+    tells values apart for counting and never leaves the process.
+
+    >>> s = Pseudonyms(b"k", ("alex",))
+    >>> pseudonymise_found("cd /Users/alex/src && mail alex@corp.io # alex", s)[0]
+    'cd /Users/user-fb774f/src && mail email-07a0d2@example.com # user-fb774f'
+    >>> pseudonymise_found("ssh 10.0.0.2; dig @8.8.8.8 x; ping 93.184.216.34", s)[0]
+    'ssh 10.0.0.2; dig @8.8.8.8 x; ping ip-8acb69'
+    """
+    found: list[tuple[str, str]] = []
+    # One kind after another, each over the text the previous left (an address's `alex` is the
+    # address's, not a bare name).
+    for spans in (_emails, _homes, _bare, _hosts, _ips, _phones):
+        text = _splice(text, spans(text, settings), settings, found)
+    return text, tuple(found)
+
+
+def _splice(text: str, spans: list[tuple[int, int, str, str]], settings: Pseudonyms,
+            found: list[tuple[str, str]]) -> str:
+    """`text` with each (start, end, kind, value) replaced by its placeholder, left to right."""
+    if not spans:
+        return text
+    out, last = [], 0
+    for start, end, kind, value in spans:
+        if start < last:   # overlapping candidates: the first one stands
+            continue
+        found.append(_hit(kind, value))
+        tag = settings.tag(kind, value)
+        mark = {"user_name": f"user-{tag}", "email": f"email-{tag}@example.com", "host": f"host-{tag}",
+                "ip_address": f"ip-{tag}", "phone": f"phone-{tag}"}[kind]
+        out += [text[last:start], mark]
+        last = end
+    out.append(text[last:])
+    return "".join(out)
+
+
+def _emails(text: str, settings: Pseudonyms) -> list[tuple[int, int, str, str]]:
+    spans = []
+    if "@" in text:
+        for match in _DOMAIN.finditer(text):
+            at = match.start()
+            local = _LOCAL.search(text, max(0, at - 64), at)
+            if local is None:
+                continue
+            address = text[local.start():match.end()]
+            if not _keep_email(address):
+                spans.append((local.start(), match.end(), "email", address))
+    return spans
+
+
+def _homes(text: str, settings: Pseudonyms) -> list[tuple[int, int, str, str]]:
+    spans = []
+    if not any(hint in text for hint in _HINTS):
+        return _encoded(text, settings)
+    for match in _HOME.finditer(text):
+        start = match.start()
+        before = text[start - 1:start]
+        if (before and (before.isalnum() or before in "_.-/\\")
+                and not _HOME_AFTER.search(text, max(0, start - 7), start)):
+            continue
+        if is_personal_name(name := match["name"]):
+            spans.append((match.start("name"), match.end("name"), "user_name", name))
+    for match in _WIN_HOME.finditer(text):
+        drive = _DRIVE.search(text, max(0, match.start() - 6), match.start())
+        if drive and is_personal_name(name := match["name"]):
+            spans.append((match.start("name"), match.end("name"), "user_name", name))
+    spans += _encoded(text, settings)
+    spans.sort()
+    return spans
+
+
+def _encoded(text: str, settings: Pseudonyms) -> list[tuple[int, int, str, str]]:
+    """The user of an encoded project folder (`-Users-alex-proj`)."""
+    spans = []
+    if "-Users-" in text or "-home-" in text:
+        for match in settings._encoded.finditer(text):   # type: ignore[attr-defined]
+            before = text[match.start() - 1:match.start()]
+            name = settings._from_encoded.get(match["name"], match["name"])   # type: ignore[attr-defined]
+            if not (before.isalnum() or before == "_") and is_personal_name(name):
+                spans.append((match.start("name"), match.end("name"), "user_name", name))
+    return spans
+
+
+def _bare(text: str, settings: Pseudonyms) -> list[tuple[int, int, str, str]]:
+    pattern = settings._bare   # type: ignore[attr-defined]
+    if pattern is None:
+        return []
+    spans = []
+    for match in pattern.finditer(text):
+        before, after = text[match.start() - 1:match.start()], text[match.end():match.end() + 1]
+        inside = ((before and (before.isalnum() or before in "_@.-"))
+                  or (after and (after.isalnum() or after in "_-@")))
+        if not inside:
+            spans.append((match.start(), match.end(), "user_name", match.group()))
+    return spans
+
+
+def _hosts(text: str, settings: Pseudonyms) -> list[tuple[int, int, str, str]]:
+    spans: list[tuple[int, int, str, str]] = []
+    matches = list(_LAN_HOST.finditer(text)) if "." in text else []
+    for pattern in _MACHINES:
+        matches += pattern.finditer(text)
+    for match in sorted(matches, key=lambda m: m.start()):
+        start, value = match.start(), match.group()
+        if value.startswith("."):   # nas.local: the name before the suffix
+            left = _HOST_LEFT.search(text, max(0, start - 63), start)
+            if left is None or text[left.start() - 1:left.start()] in (".", "/", "\\"):   # a file's name
+                continue
+            start = left.start()
+        elif value.startswith("Mac"):   # Alexs-MacBook-Pro: the owner's part
+            left = _OWNER_LEFT.search(text, max(0, start - 40), start)
+            if left is None:
+                continue
+            start = left.start()
+        spans.append((start, match.end(), "host", text[start:match.end()]))
+    return spans
+
+
+def _ips(text: str, settings: Pseudonyms) -> list[tuple[int, int, str, str]]:
+    spans = []
+    for match in _IP_TAIL.finditer(text):
+        head = _IP_HEAD.search(text, max(0, match.start() - 3), match.start())
+        if head is None:
+            continue
+        value = text[head.start():match.end()]
+        if _public_ip(text, head.start(), value):
+            spans.append((head.start(), match.end(), "ip_address", value))
+    return spans
+
+
+def _phones(text: str, settings: Pseudonyms) -> list[tuple[int, int, str, str]]:
+    spans = []
+    if "+" in text:
+        for match in _PHONE.finditer(text):
+            before, value = text[match.start() - 1:match.start()], match.group()
+            digits = sum(c.isdigit() for c in value)
+            if (before and (before.isalnum() or before in "_+")) or not 10 <= digits <= 15:
+                continue
+            spans.append((match.start(), match.end(), "phone", "".join(c for c in value if c.isdigit())))
+    return spans
+
+
+def home_names(text: str) -> set[str]:
+    """The personal user names of the home paths in `text` (what `Pseudonyms.names` is made of).
+
+    >>> sorted(home_names('"cwd":"/Users/alex/x" /home/USER/y C:\\\\Users\\\\Bo Li\\\\z'))
+    ['Bo Li', 'alex']
+    """
+    return {value for _, _, _, value in _homes(text, _NO_NAMES)}
+
+
+_NO_NAMES = Pseudonyms(b"")
+
+
+@lru_cache(maxsize=8)
+def shared_pseudonyms(key: bytes, names: tuple[str, ...] = (), secrets: bool = True) -> Pseudonyms:
+    """One `Pseudonyms` per settings in a process."""
+    return Pseudonyms(key, names, secrets)
