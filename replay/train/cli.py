@@ -23,6 +23,9 @@ def build_parser(fmt: str) -> argparse.ArgumentParser:
     out.add_argument("--model", required=True,
                      help="the student: a Hub name or a local folder (its tokenizer and chat template are "
                           "used as they are)")
+    out.add_argument("--adapter", type=Path, default=None, metavar="DIR",
+                     help="go on training this LoRA adapter of --model (the reference is the model with the "
+                          "adapter as it was: the round before, as replay.loop runs it)")
     out.add_argument("--output", type=Path, default=Path(f"{fmt}-lora"),
                      help="where the adapter and held_out.json are saved")
     out.add_argument("--max-steps", type=int, default=-1, help="stop after N steps (default: --epochs)")
@@ -51,7 +54,8 @@ def main(fmt: str, argv: list[str] | None = None) -> object:
     from replay.train.run import ADAPTER_SAVED, train
 
     args = build_parser(fmt).parse_args(argv)
-    options = TrainOptions(dataset=args.dataset, model=args.model, format=fmt, output=args.output,
+    options = TrainOptions(dataset=args.dataset, model=args.model, adapter=args.adapter, format=fmt,
+                           output=args.output,
                            max_steps=args.max_steps, epochs=args.epochs, max_length=args.max_length,
                            batch_size=args.batch_size, learning_rate=args.learning_rate,
                            beta=getattr(args, "beta", 0.1), lora_r=args.lora_r, template=args.template,

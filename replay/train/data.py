@@ -28,6 +28,7 @@ class TrainOptions(StrictModel):
 
     dataset: Path                            # the replay.run --out folder, or its dataset/ folder
     model: str                               # the student: a Hub name or a local folder
+    adapter: Path | None = None              # a LoRA adapter of `model` to train on (replay.loop's rounds)
     format: Literal["dpo", "kto", "sft"] = "dpo"
     output: Path = Path("dpo-lora")          # the adapter (or model) and held_out.json
     max_steps: int = -1                      # -1: `epochs` epochs

@@ -2,7 +2,10 @@
 on every linear layer, the student's own tokenizer and chat template.
 
 The reference of DPO and KTO is the untrained student: with LoRA the student with its adapter switched
-off (TRL's default), with full fine-tuning a frozen copy loaded beside it. On a machine without CUDA
+off (TRL's default), with full fine-tuning a frozen copy loaded beside it. With `adapter` (a LoRA adapter
+of the student trained before, as `replay.loop`'s later rounds give) that adapter goes on training and the
+reference is a frozen copy of the student with the adapter as it was: the policy of the round before, as
+iterative DPO has it. On a machine without CUDA
 (or with `cpu`) training runs on the CPU in float32, else in bfloat16.
 """
 
@@ -34,12 +37,16 @@ def load_student(options: TrainOptions) -> tuple[Any, Any]:
     return _model(options), tokenizer
 
 
-def _model(options: TrainOptions) -> Any:
+def _model(options: TrainOptions, trainable: bool = True) -> Any:
     import torch
     from transformers import AutoModelForCausalLM
 
     dtype = torch.float32 if on_cpu(options) else torch.bfloat16
     model = AutoModelForCausalLM.from_pretrained(options.model, dtype=dtype)
+    if options.adapter is not None:
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(model, str(options.adapter), is_trainable=trainable)
     return model if on_cpu(options) else model.to("cuda")
 
 
@@ -99,11 +106,11 @@ def build_trainer(options: TrainOptions, model: Any, tokenizer: Any, train: Any,
     from trl import DPOTrainer, KTOTrainer, SFTTrainer
 
     args = config(options, max_length, train)
-    peft = lora(options.lora_r)
+    peft = lora(options.lora_r) if options.adapter is None else None   # an adapter given: it is the LoRA
     if options.format == "sft":
         return SFTTrainer(model=model, args=args, train_dataset=train, eval_dataset=test,
                           processing_class=tokenizer, peft_config=peft)
-    reference = None if peft is not None else _model(options)
+    reference = None if peft is not None else _model(options, trainable=False)
     trainer = DPOTrainer if options.format == "dpo" else KTOTrainer
     return trainer(model=model, ref_model=reference, args=args, train_dataset=train, eval_dataset=test,
                    processing_class=tokenizer, peft_config=peft)

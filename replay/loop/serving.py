@@ -1,0 +1,251 @@
+"""The servers a loop's students answer from, and stopping them on every way out.
+
+- `transformers`: one `transformers serve` (CPU or GPU) for the whole loop; it loads a model on demand by
+  the request's `model`, so every round's folder is served by the same process under its own path.
+  Tool calls come back as `tool_calls` when the tokenizer carries a `response_template` (transformers
+  5's serving parser; examples/make_smollm2.py saves one) or the model type has a built-in one (Qwen).
+- `vllm`: `vllm serve` (GPU) of round 0's model under the name `round-0`, with every round's adapter so far
+  (`--enable-lora --lora-modules round-1=ADAPTER …`, as vLLM documents adapters), restarted when a round
+  adds one; with `--lora-r 0` a process per round's folder. Extra flags such as `--tool-call-parser
+  hermes --enable-auto-tool-choice` come from `--vllm-args`.
+- `url`: a server the user runs (vLLM started with `VLLM_ALLOW_RUNTIME_LORA_UPDATING=True`
+  and `--enable-lora`): round 0 is its model, round K's adapter is loaded into it by
+  `POST /v1/load_lora_adapter`, vLLM's runtime adapter route.
+
+Every process started is stopped (SIGTERM, then SIGKILL) when the loop ends, fails or is interrupted;
+their pids are kept in `OUT/servers.json`, so a loop killed outright (SIGKILL) has them stopped by its
+next start.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+
+from replay.loop.config import LoopConfig, LoopError
+from replay.loop.students import Student
+
+SERVERS_FILE = "servers.json"
+START_TIMEOUT = float(os.environ.get("REPLAY_LOOP_SERVE_TIMEOUT", "900"))   # a large model loads slowly
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Process:
+    """One server process, its log and the URL it answers on once healthy."""
+
+    def __init__(self, argv: list[str], log: Path, port: int, env: dict[str, str] | None = None):
+        self.argv, self.log, self.port = argv, log, port
+        log.parent.mkdir(parents=True, exist_ok=True)
+        # Its own session: a Ctrl-C at the terminal reaches the loop, which stops it in order.
+        with open(log, "ab") as handle:
+            self.popen = subprocess.Popen(argv, stdout=handle, stderr=subprocess.STDOUT,
+                                          stdin=subprocess.DEVNULL, start_new_session=True,
+                                          env={**os.environ, **(env or {})})
+
+    @property
+    def root(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def wait_healthy(self, what: str) -> None:
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.popen.poll() is not None:
+                raise LoopError(f"{what} exited ({self.popen.returncode}) before it answered: "
+                                f"{_tail(self.log)} (log: {self.log})")
+            try:
+                if httpx.get(f"{self.root}/health", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+        self.stop()
+        raise LoopError(f"{what} did not answer /health within {START_TIMEOUT:.0f} s (log: {self.log})")
+
+    def stop(self) -> None:
+        if self.popen.poll() is None:
+            _signal_group(self.popen.pid, signal.SIGTERM)
+            try:
+                self.popen.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                _signal_group(self.popen.pid, signal.SIGKILL)
+                self.popen.wait()
+
+
+def _signal_group(pid: int, signum: int) -> None:
+    try:
+        os.killpg(pid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _tail(log: Path) -> str:
+    try:
+        lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return ""
+    return lines[-1][:300] if lines else "(no output)"
+
+
+class Engine:
+    """Serves students; `url(student)` is the base URL a student's requests go to (serving it first)."""
+
+    def __init__(self, config: LoopConfig):
+        self.config = config
+        self.processes: dict[str, Process] = {}
+        self.pids = config.out / SERVERS_FILE
+        stop_leftovers(self.pids)
+
+    def url(self, student: Student) -> str:
+        raise NotImplementedError
+
+    def name(self, student: Student) -> str:
+        return student.name
+
+    def _start(self, key: str, argv: list[str], what: str, env: dict[str, str] | None = None) -> Process:
+        port = int(argv[argv.index("--port") + 1])
+        process = Process(argv, self.config.out / "logs" / f"serve-{len(self.processes)}.log", port, env)
+        self.processes[key] = process
+        self._record()
+        process.wait_healthy(what)
+        return process
+
+    def _record(self) -> None:
+        alive = [{"pid": p.popen.pid, "argv": p.argv} for p in self.processes.values()
+                 if p.popen.poll() is None]
+        self.pids.write_bytes(orjson.dumps(alive))
+
+    def close(self) -> None:
+        for process in self.processes.values():
+            process.stop()
+        self.processes.clear()
+        self.pids.unlink(missing_ok=True)
+
+
+def stop_leftovers(pids: Path) -> None:
+    """Servers a loop killed outright left running (their pids in servers.json): stopped now."""
+    if not pids.is_file():
+        return
+    try:
+        records = orjson.loads(pids.read_bytes())
+    except orjson.JSONDecodeError:
+        records = []
+    for record in records:
+        cmdline = Path(f"/proc/{record['pid']}/cmdline")
+        # Only a process still running the same command: a pid may have been reused since.
+        if cmdline.is_file() and cmdline.read_bytes().split(b"\0")[:len(record["argv"])] == \
+                [part.encode() for part in record["argv"]]:
+            _signal_group(record["pid"], signal.SIGKILL)
+    pids.unlink(missing_ok=True)
+
+
+class TransformersEngine(Engine):
+    def __init__(self, config: LoopConfig):
+        super().__init__(config)
+        if shutil.which("transformers", path=os.path.dirname(sys.executable) + os.pathsep +
+                        os.environ.get("PATH", "")) is None:
+            raise LoopError("--engine transformers needs transformers' `serve` command: pip install "
+                            "'teacher-replay[loop]' (transformers[serving], accelerate)")
+
+    def url(self, student: Student) -> str:
+        process = self.processes.get("serve")
+        if process is None:
+            port = free_port()
+            binary = shutil.which("transformers", path=os.path.dirname(sys.executable) + os.pathsep +
+                                  os.environ.get("PATH", ""))
+            argv = [str(binary), "serve", "--host", "127.0.0.1", "--port", str(port),
+                    "--device", self.config.device, "--log-level", "info"]
+            process = self._start("serve", argv, "transformers serve")
+        return f"{process.root}/v1"
+
+
+class VllmEngine(Engine):
+    def __init__(self, config: LoopConfig):
+        super().__init__(config)
+        if shutil.which("vllm") is None:
+            raise LoopError("--engine vllm: no `vllm` command here (vLLM needs a GPU and its own "
+                            "environment; --engine transformers serves on CPU)")
+        if not _has_gpu():
+            raise LoopError("--engine vllm: no GPU here (vLLM needs one; --engine transformers serves on "
+                            "CPU, or --engine url with a vLLM you run elsewhere)")
+        self.adapters: dict[str, str] = {}
+
+    def url(self, student: Student) -> str:
+        if student.adapter is None and student.round > 0:     # --lora-r 0: a folder of its own
+            return self._serve(student.folder, student.name, {})
+        if student.adapter is not None:
+            self.adapters = {**self.adapters, student.name: student.adapter}
+        return self._serve(self.config.student, "round-0", self.adapters)
+
+    def _serve(self, folder: str, name: str, adapters: dict[str, str]) -> str:
+        process = self.processes.get(folder)
+        modules = [f"{n}={path}" for n, path in sorted(adapters.items())]
+        if process is not None and all(m in process.argv for m in modules):
+            return f"{process.root}/v1"
+        if process is not None:
+            process.stop()
+        argv = ["vllm", "serve", folder, "--host", "127.0.0.1", "--port", str(free_port()),
+                "--served-model-name", name, *self.config.extra("vllm")]
+        if modules:
+            argv += ["--enable-lora", "--max-lora-rank", str(max(self.config.lora_r, 8)), "--max-loras",
+                     str(len(modules)), "--lora-modules", *modules]
+        return f"{self._start(folder, argv, 'vllm serve').root}/v1"
+
+
+def _has_gpu() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return shutil.which("nvidia-smi") is not None
+    return bool(torch.cuda.is_available())
+
+
+class UrlEngine(Engine):
+    def __init__(self, config: LoopConfig):
+        super().__init__(config)
+        assert config.url is not None
+        self.base = config.url.rstrip("/")
+        try:
+            answer = httpx.get(f"{self.base}/models", timeout=10)
+        except httpx.HTTPError as error:
+            raise LoopError(f"--url {config.url}: unreachable ({type(error).__name__}: {error})") from None
+        if answer.status_code != 200:
+            raise LoopError(f"--url {config.url}: GET /models answered HTTP {answer.status_code}")
+        self.loaded: set[str] = set()
+
+    def url(self, student: Student) -> str:
+        if student.adapter and student.name not in self.loaded:
+            root = self.base.removesuffix("/v1")
+            answer = httpx.post(f"{root}/v1/load_lora_adapter", timeout=600,
+                                json={"lora_name": student.name, "lora_path": student.adapter})
+            # vLLM answers 400 "has already been loaded" to a second load of the same name (a resumed loop).
+            if answer.status_code != 200 and "already been loaded" not in answer.text:
+                raise LoopError(f"--url: loading {student.name}'s adapter failed (HTTP {answer.status_code}: "
+                                f"{answer.text[:200]}); start vLLM with "
+                                f"VLLM_ALLOW_RUNTIME_LORA_UPDATING=True --enable-lora")
+            self.loaded.add(student.name)
+        return self.base
+
+
+def open_engine(config: LoopConfig) -> Engine:
+    engines: dict[str, Any] = {"transformers": TransformersEngine, "vllm": VllmEngine, "url": UrlEngine}
+    return engines[config.engine](config)
+
+
+def quote(argv: list[str]) -> str:
+    return shlex.join(argv)
