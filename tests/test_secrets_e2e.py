@@ -78,8 +78,10 @@ def test_planted_secrets_reach_no_teacher_and_no_file(tmp_path: Path) -> None:
     session = corpus_session(tmp_path / "p")
     out = tmp_path / "out"
     with LLMServer(scripted) as server:
+        # --no-pseudonymise: the benign look-alikes hold an address and a home path, which the
+        # pseudonymisation (on by default, tests/test_pseudonymise.py) replaces; this is about secrets.
         assert main(["--source", str(session), "--out", str(out), "--cache", str(tmp_path / "c.sqlite"),
-                     "--teachers", f"ta=openai/ta@{server.url}"]) == 0
+                     "--teachers", f"ta=openai/ta@{server.url}", "--no-pseudonymise"]) == 0
         sent = json.dumps(server.requests).encode()
     report = json.loads((out / "report.json").read_text())
     assert report["states"] == len(server.requests) >= 30 and report["pairs"] >= 1
