@@ -76,7 +76,8 @@ on the completion only (`completion_only_loss`), never on the student's earlier 
 _TRAINER = {"dpo": "DPOTrainer", "kto": "KTOTrainer", "sft": "SFTTrainer"}
 _TAGS = {"dpo": ["dpo", "preference"], "kto": ["kto", "unpaired-preference"], "sft": ["sft"]}
 # Flags whose value is a local path; tokenizers may also be Hub names (`org/name`, kept).
-_PATH_FLAGS = {"--source", "--out", "--cache", "--run"}
+# (--project / --exclude-project: their globs name the user's projects)
+_PATH_FLAGS = {"--source", "--out", "--cache", "--run", "--project", "--exclude-project"}
 _TOKENIZER_FLAGS = {"--tokenizer", "--preflight-tokenizer", "--preflight-template"}
 _ENDPOINT_FLAGS = {"--teachers", "--judge"}
 _PLAIN = re.compile(r"[\w@%+=:,./<>-]+")
@@ -315,7 +316,27 @@ def run_card_info(config: RunConfig, rows: list[dict[str, Any]], report: Report)
         "redaction": (f"on: {sum(report.redactions.values())} secrets replaced by [REDACTED:<rule>:<tag>] "
                       "in prompts, answers and every file (gitleaks rules + configs/redact.toml)"
                       if config.redact else "OFF (--no-redact): prompts hold the sessions' raw text"),
+        "pseudonymisation": _pseudonymisation(config, report),
+        **({"filters": _filters(report)} if report.filtered or config.ingest.scope is not None else {}),
     }
+
+
+def _pseudonymisation(config: RunConfig, report: Report) -> str:
+    """The card's line on personal data (issue #50)."""
+    if not config.pseudonymise:
+        return "OFF (--no-pseudonymise): user names, e-mail addresses and other personal data are as recorded"
+    counts = ", ".join(f"{kind} {n}" for kind, n in report.pseudonymised.items()) or "none found"
+    return ("on: user names of home paths (and as words), e-mail addresses, machine names, public IP "
+            "addresses and phone numbers replaced by stable placeholders (`user-<tag>`, "
+            "`email-<tag>@example.com`, `host-<tag>`, `ip-<tag>`, `phone-<tag>`; the same value, the same "
+            f"placeholder) in prompts, answers and every file; distinct values per trace: {counts}")
+
+
+def _filters(report: Report) -> str:
+    """What --project / --exclude-project / --since / --until left out (the globs are not shown: they
+    name the user's projects)."""
+    left = ", ".join(f"{name} {n}" for name, n in report.filtered.items()) or "nothing"
+    return f"states left out before anything was sent: {left}"
 
 
 def source_kinds(rows: list[dict[str, Any]]) -> list[str]:

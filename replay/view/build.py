@@ -112,6 +112,8 @@ def _build(run: RunOutputs, work: Path) -> list[tuple[str, int, int]]:
     plot = PLOT if run.ablation_plot is not None else None
     plots = ((run.ablation_plot, PLOT), (run.frontier_plot, FRONTIER), (run.eval_plot, EVAL_PLOT))
     copy_assets(work, [(path, name) for path, name in plots if path is not None])
+    if run.sent:   # beside the pages, so the overview's link works wherever they are written
+        shutil.copyfile(run.folder / "sent.jsonl", work / "sent.jsonl")
     overview = overview_page(run, index, _matrix(forms, run.teacher_names), plot)
     sizes.append(("index.html", write_page(work / "index.html", "overview.html.j2", title="overview",
                                            root="", run=info, **overview), info.states))

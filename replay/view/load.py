@@ -56,6 +56,7 @@ class RunOutputs:
     eval_stale: bool = False          # eval.json was scored against another verdicts.jsonl than the run's
     eval_plot: Path | None = None
     verification: dict[str, dict[str, Any]] = field(default_factory=dict)   # replay.verify: per pair
+    sent: list[dict[str, Any]] = field(default_factory=list)   # sent.jsonl: what left, per teacher (#50)
 
     @property
     def teachers(self) -> str | None:
@@ -97,7 +98,7 @@ def load_run(folder: Path) -> RunOutputs:
     if not (folder / STATES_FILE).is_file():
         raise ViewError(f"{folder / STATES_FILE} not found: {folder} is not the --out folder of a replay.run")
     outputs = RunOutputs(folder=folder, report=_json(folder / REPORT_FILE) or {},
-                         config=_config(folder / CONFIG_FILE))
+                         config=_config(folder / CONFIG_FILE), sent=_sent(folder / "sent.jsonl"))
     if (folder / PROPOSALS_FILE).is_file() and outputs.teachers is not None:
         outputs.answers = _answers(folder / PROPOSALS_FILE)
     selection = _json(folder / SELECTION_FILE)
@@ -148,6 +149,19 @@ def iter_verdicts(folder: Path) -> Iterator[dict[str, Any]] | None:
                 except orjson.JSONDecodeError:
                     return          # a damaged file: the rest is decided again
     return lines()
+
+
+def _sent(path: Path) -> list[dict[str, Any]]:
+    """sent.jsonl's rows (none for a run made before it was written; a broken line is skipped)."""
+    if not path.is_file():
+        return []
+    rows = []
+    for line in path.read_bytes().splitlines():
+        try:
+            rows.append(orjson.loads(line))
+        except orjson.JSONDecodeError:
+            continue
+    return rows
 
 
 def _json(path: Path) -> Any:

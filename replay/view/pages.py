@@ -162,7 +162,30 @@ def overview_page(run: RunOutputs, index: Index, matrix: Any, plot: str | None) 
                 run.teacher_rows), "frontier_plot": FRONTIER if run.frontier_plot else None,
             "recommended": run.recommended, "evaluation": evaluation_context(
                 run.evaluation, run.eval_stale, EVAL_PLOT if run.eval_plot else None),
-            "verify": report.get("verify") if isinstance(report.get("verify"), dict) else None}
+            "verify": report.get("verify") if isinstance(report.get("verify"), dict) else None,
+            "sent": sent_context(run.sent)}
+
+
+def sent_context(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """What the overview says of sent.jsonl (copied beside the pages): per teacher the states and
+    sessions sent, and the settings that chose and changed them.
+
+    >>> sent_context([{"record": "settings", "pseudonymise": True, "redact": True, "filtered": {"since": 2}},
+    ...               {"record": "teacher", "teacher": "a", "states": ["s"], "sessions": ["t"],
+    ...                "from_cache": {"states": []}}])["teachers"]
+    [{'name': 'a', 'states': 1, 'sessions': 1, 'cached': 0}]
+    """
+    if not rows:
+        return None
+    settings = next((r for r in rows if r.get("record") == "settings"), {})
+    teachers = [{"name": r.get("teacher"), "states": len(r.get("states") or []),
+                 "sessions": len(r.get("sessions") or []),
+                 "cached": len((r.get("from_cache") or {}).get("states") or [])}
+                for r in rows if r.get("record") == "teacher"]
+    return {"teachers": teachers, "pseudonymise": settings.get("pseudonymise"),
+            "redact": settings.get("redact"),
+            "filtered": sorted((settings.get("filtered") or {}).items()),
+            "pseudonymised": sorted((settings.get("pseudonymised") or {}).items())}
 
 
 EVAL_PLOT = "eval.png"
