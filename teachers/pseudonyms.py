@@ -78,9 +78,8 @@ def _lists() -> tuple[frozenset[str], frozenset[str], frozenset[str], frozenset[
 
 
 def _english() -> frozenset[str]:
-    from teachers.secret_values import _words
-
-    return _words()[0]
+    """Names that are also everyday words (configs/pseudonymise.toml `common_words`)."""
+    return frozenset(_config()["user_names"]["common_words"])
 
 
 def is_personal_name(name: str) -> bool:
@@ -118,7 +117,7 @@ class Pseudonyms:
         # A name that is also a word (`mark`, `will`) is only a name when written as one (`Mark`).
         # Literal forms, no IGNORECASE (it would cost the engine its fast skip to candidates).
         forms = sorted({re.escape(form) for n in self.names for form in (
-            {n, n[:1].upper() + n[1:]} if n.lower() in english
+            {n[:1].upper() + n[1:]} | ({n} if n != n.lower() else set()) if n.lower() in english
             else {n, n.lower(), n.upper(), n.capitalize()})},
             key=lambda f: (-len(f), f))
         object.__setattr__(self, "_bare", re.compile("|".join(forms)) if forms else None)
@@ -261,8 +260,8 @@ def _bare(text: str, settings: Pseudonyms) -> list[tuple[int, int, str, str]]:
     spans = []
     for match in pattern.finditer(text):
         before, after = text[match.start() - 1:match.start()], text[match.end():match.end() + 1]
-        inside = ((before and (before.isalnum() or before in "_@.-"))
-                  or (after and (after.isalnum() or after in "_-@")))
+        inside = ((before and (before.isalnum() or before in "_.-"))
+                  or (after and (after.isalnum() or after in "_-")))
         if not inside:
             spans.append((match.start(), match.end(), "user_name", match.group()))
     return spans
