@@ -1,0 +1,155 @@
+"""Pseudonymisation on real sessions (issue #50): personal data left, and the dry run's speed, side by side.
+
+    python -m bench.pseudonymise --corpus /tmp/cc-corpus [--baseline /tmp/base] [--repeat 3]
+                                 [--teacher-states 300]
+
+`--corpus`: real public sessions gathered OUTSIDE the repository (`python -m bench.real_sessions gather`;
+never commit one). Each variant runs `python -m replay.run --source CORPUS --out TMP --dry-run` in a fresh
+process, `--repeat` times, interleaved (every other round in reverse order): this checkout as it is
+(pseudonymisation on), this checkout with `--no-pseudonymise`, and `--baseline` (a checkout of the commit
+before, e.g. `git worktree add /tmp/base 7b412fc`). Printed: median seconds and the ratio to the
+baseline; then, in each variant's OUT (every file), the user names of home paths (`/Users/NAME`,
+`/home/NAME`, `C:\\Users\\NAME`, `-Users-NAME-`), those names as bare words, and e-mail addresses, as
+occurrences and distinct values; and whether the states, traces and turns are the same (ids, turns,
+tool names of the student's actions). With `--teacher-states N`, the first N states are also put to a
+loopback teacher (tests/llm_server.py, scripted answers) with and without pseudonymisation, and the same
+counts are taken over the requests it received.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from teachers.pseudonyms import _DOMAIN, _LOCAL, _keep_email, is_personal_name  # noqa: E402
+
+HOME = re.compile(rb"(?:/Users/|/home/|Users\\\\{1,2}|-Users-|-home-)([A-Za-z0-9_][A-Za-z0-9._-]*)")
+
+
+def personal(data: bytes, bare: set[str]) -> dict[str, Counter[str]]:
+    """Occurrences of home-path user names, of those names as bare words, and of e-mail addresses."""
+    homes: Counter[str] = Counter()
+    for match in HOME.finditer(data):
+        name = match[1].decode(errors="replace")
+        if match[0].startswith((b"-Users-", b"-home-")):
+            name = name.split("-")[0]
+        name = name.rstrip(".")
+        if is_personal_name(name):
+            homes[name] += 1
+    text = data.decode("utf-8", "replace")
+    emails: Counter[str] = Counter()
+    for match in _DOMAIN.finditer(text):
+        local = _LOCAL.search(text, max(0, match.start() - 64), match.start())
+        if local is not None and not _keep_email(address := text[local.start():match.end()]):
+            emails[address.lower()] += 1
+    words: Counter[str] = Counter()
+    for name in bare:
+        words[name] = len(re.findall(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text, re.IGNORECASE))
+    return {"home_user_names": homes, "bare_names": +words, "emails": emails}
+
+
+def _out_bytes(out: Path) -> bytes:
+    return b"\n".join(p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file())
+
+
+def _dry_run(tree: Path, corpus: Path, out: Path, flags: list[str]) -> float:
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "replay.run", "--source", str(corpus), "--out", str(out),
+                    "--dry-run", *flags], cwd=tree, check=True, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
+    return time.perf_counter() - started
+
+
+def _shape(out: Path) -> list[tuple[str, int, tuple[str, ...]]]:
+    rows = []
+    for line in (out / "states.jsonl").read_bytes().splitlines():
+        row = json.loads(line)
+        calls = tuple(c.get("name", "") for c in (row.get("student_action") or {}).get("tool_calls") or [])
+        rows.append((row["state_id"], row["turn"], calls))
+    return rows
+
+
+def _teacher_counts(corpus: Path, states: int, flags: list[str], bare: set[str], work: Path
+                    ) -> dict[str, Counter[str]]:
+    from replay.run import main
+    from tests.llm_server import LLMServer
+    from tests.teacher_script import scripted
+
+    out = work / ("teacher" + "".join(flags))
+    with LLMServer(scripted) as server, contextlib.redirect_stdout(io.StringIO()):
+        main(["--source", str(corpus), "--out", str(out), "--cache", str(work / "c.sqlite"), "--max-states",
+              str(states), "--teachers", f"ta=openai/ta@{server.url}", *flags])
+        sent = json.dumps(server.requests).encode()
+    return {**{f"requests: {k}": v for k, v in personal(sent, bare).items()},
+            **{f"OUT: {k}": v for k, v in personal(_out_bytes(out), bare).items()}}
+
+
+def _index(variants: list[tuple[str, Path, list[str]]], name: str) -> int:
+    return [v[0] for v in variants].index(name)
+
+
+def _line(name: str, counts: Counter[str]) -> str:
+    top = ", ".join(f"{k} {n}" for k, n in counts.most_common(4))
+    return f"  {name:<18} {sum(counts.values()):>7} occurrences, {len(counts):>3} distinct  {top}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.pseudonymise")
+    parser.add_argument("--corpus", type=Path, required=True)
+    parser.add_argument("--baseline", type=Path, help="a checkout of the commit before #50")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--teacher-states", type=int, default=0)
+    args = parser.parse_args(argv)
+    variants = [("this (pseudonymise on)", ROOT, []),
+                ("this --no-pseudonymise", ROOT, ["--no-pseudonymise"])]
+    if args.baseline:
+        variants.append(("baseline", args.baseline, []))
+    work = Path(tempfile.mkdtemp(prefix="bench-pseudo-"))
+    times: dict[str, list[float]] = {name: [] for name, _, _ in variants}
+    for round_ in range(args.repeat):
+        for name, tree, flags in (variants if round_ % 2 == 0 else variants[::-1]):
+            times[name].append(_dry_run(tree, args.corpus, work / f"out{_index(variants, name)}", flags))
+    base = statistics.median(times["baseline"]) if args.baseline else None
+    size = sum(p.stat().st_size for p in args.corpus.rglob("*.jsonl")) / 1e6
+    print(f"dry run of {args.corpus} ({size:.0f} MB), {args.repeat} runs each, interleaved")
+    for name, _, _ in variants:
+        median = statistics.median(times[name])
+        ratio = f"  {median / base:.3f}x baseline" if base else ""
+        runs = ", ".join(f"{t:.2f}" for t in times[name])
+        print(f"  {name:<24} median {median:7.2f} s  (runs {runs}){ratio}")
+    outs = {name: work / f"out{_index(variants, name)}" for name, _, _ in variants}
+    raw = personal(_out_bytes(outs["this --no-pseudonymise"]), set())
+    bare = {n for n in raw["home_user_names"] if len(n) >= 3}
+    print("\npersonal data in every file under OUT (dry run):")
+    for name, out in outs.items():
+        print(f" {name}")
+        for kind, counts in personal(_out_bytes(out), bare).items():
+            print(_line(kind, counts))
+    shapes = {name: _shape(out) for name, out in outs.items()}
+    first = shapes["this (pseudonymise on)"]
+    print("\nstates (ids, turns, tool names) the same as with pseudonymisation on: " + ", ".join(
+        f"{name}: {shape == first} ({len(shape)} states)" for name, shape in shapes.items()))
+    if args.teacher_states:
+        print(f"\nthe first {args.teacher_states} states put to a loopback teacher:")
+        for flags in ([], ["--no-pseudonymise"]):
+            print(f" {'pseudonymise on' if not flags else '--no-pseudonymise'}")
+            for kind, counts in _teacher_counts(args.corpus, args.teacher_states, flags, bare, work).items():
+                print(_line(kind, counts))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
