@@ -41,11 +41,12 @@ _PLACEHOLDER = re.compile(r"^(?:user|email|host|ip|phone)-[0-9a-f]{6}$")
 # Every pattern starts with a literal, so Python's regex engine skips to its candidates at C speed (a
 # pattern opening with a look-behind or a character class crawls: 3 MB/s on real sessions); what must
 # hold around a match is checked by the code that takes it (`_before_ok` and the kinds' functions).
-_HOME = re.compile(r"/(?:Users|home)/(?P<name>\w[\w.@-]*?)(?=$|[/\\\s\"'`:;,)\]}>|*]|\.(?:$|\s))")
+_HOME = re.compile(r"/(?:Users|home)/(?P<name>\w[\w.@-]*?)(?=$|[/\\\s\"'`:;,)\]}>|*$]|\.(?:$|\s))")
 _WIN_HOME = re.compile(r"Users(?:\\\\|\\|/)(?P<name>\w[\w. -]*?)(?=$|[/\\\"'`:;,)\]}>|*]|\.(?:$|\s))")
 _DRIVE = re.compile(r"(?<![\w])[A-Za-z]:(?:\\\\|\\|/)$")
-# WSL's /mnt/c/Users, file:///Users, \n/Users, a chroot's $ROOT/home/NAME
-_HOME_AFTER = re.compile(r"(?:/mnt/[a-z]|file://|\\[nt]|\$\{?\w+\}?)$")
+# WSL's /mnt/c/Users, file:///Users, \n/Users, a chroot's $ROOT/home/NAME, after a colour (ESC[0;36m)
+# or a tab shown as ^I
+_HOME_AFTER = re.compile(r"(?:/mnt/[a-z]|file://|\\[nt]|\$\{?\w+\}?|\x1b\[[\d;]*m|\^I)$")
 _DOMAIN = re.compile(r"@(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?\.)+[A-Za-z]{2,24}(?![\w-]|\.[A-Za-z0-9])")
 _LOCAL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._%+-]{0,63}$")
 _LAN_HOST = re.compile(r"\.(?:local|lan|home\.arpa)(?![\w-]|\.[A-Za-z0-9])")
@@ -59,7 +60,6 @@ _IP_TAIL = re.compile(r"\.\d{1,3}\.\d{1,3}\.\d{1,3}(?![\w-]|\.\d|/\d)")
 _IP_HEAD = re.compile(r"(?<![\w.])\d{1,3}$")
 _VERSION_BEFORE = re.compile(r"(?i)(?:version|ver|v|==|release|build|kernel)[\s:=]*\(?$")
 _PHONE = re.compile(r"\+\d{1,3}(?:[ .-]?\(?\d{1,4}\)?)(?:[ .-]?\d{2,4}){2,4}(?![\w.])")
-_HINTS = ("/Users/", "/home/", "Users\\", "Users/")
 
 
 @lru_cache(maxsize=1)
@@ -180,22 +180,32 @@ def pseudonymise_found(text: str, settings: Pseudonyms) -> tuple[str, Found]:
     >>> pseudonymise_found("ssh 10.0.0.2; dig @8.8.8.8 x; ping 93.184.216.34", s)[0]
     'ssh 10.0.0.2; dig @8.8.8.8 x; ping ip-8acb69'
     """
+    spans: list[tuple[int, int, str, str]] = []
+    # Each kind looks only at texts holding its hint (most texts hold none), all on the text as read.
+    if "@" in text:
+        spans += _emails(text, settings)
+    if "Users" in text or "home" in text:
+        spans += _homes(text, settings)
+    if settings._bare_forms:   # type: ignore[attr-defined]
+        spans += _bare(text, settings)
+    spans += _hosts(text, settings)
+    spans += _ips(text, settings)
+    if "+" in text:
+        spans += _phones(text, settings)
+    if not spans:
+        return text, ()
     found: list[tuple[str, str]] = []
-    # One kind after another, each over the text the previous left (an address's `alex` is the
-    # address's, not a bare name).
-    for spans in (_emails, _homes, _bare, _hosts, _ips, _phones):
-        text = _splice(text, spans(text, settings), settings, found)
-    return text, tuple(found)
+    return _splice(text, spans, settings, found), tuple(found)
 
 
 def _splice(text: str, spans: list[tuple[int, int, str, str]], settings: Pseudonyms,
             found: list[tuple[str, str]]) -> str:
-    """`text` with each (start, end, kind, value) replaced by its placeholder, left to right."""
-    if not spans:
-        return text
+    """`text` with each (start, end, kind, value) replaced by its placeholder, left to right; of
+    overlapping candidates the one starting first, then the longest, stands (an address holding a
+    bare name is the address's)."""
     out, last = [], 0
-    for start, end, kind, value in spans:
-        if start < last:   # overlapping candidates: the first one stands
+    for start, end, kind, value in sorted(spans, key=lambda s: (s[0], -s[1])):
+        if start < last:
             continue
         found.append(_hit(kind, value))
         tag = settings.tag(kind, value)
@@ -209,23 +219,20 @@ def _splice(text: str, spans: list[tuple[int, int, str, str]], settings: Pseudon
 
 def _emails(text: str, settings: Pseudonyms) -> list[tuple[int, int, str, str]]:
     spans = []
-    if "@" in text:
-        for match in _DOMAIN.finditer(text):
-            at = match.start()
-            local = _LOCAL.search(text, max(0, at - 64), at)
-            if local is None:
-                continue
-            address = text[local.start():match.end()]
-            if not _keep_email(address):
-                spans.append((local.start(), match.end(), "email", address))
+    for match in _DOMAIN.finditer(text):
+        at = match.start()
+        local = _LOCAL.search(text, max(0, at - 64), at)
+        if local is None:
+            continue
+        address = text[local.start():match.end()]
+        if not _keep_email(address):
+            spans.append((local.start(), match.end(), "email", address))
     return spans
 
 
 def _homes(text: str, settings: Pseudonyms) -> list[tuple[int, int, str, str]]:
     spans = []
-    if not any(hint in text for hint in _HINTS):
-        return _encoded(text, settings)
-    for match in _HOME.finditer(text):
+    for match in _HOME.finditer(text) if "/Users/" in text or "/home/" in text else ():
         start = match.start()
         before = text[start - 1:start]
         if (before and (before.isalnum() or before in "_.-/\\")
@@ -233,13 +240,11 @@ def _homes(text: str, settings: Pseudonyms) -> list[tuple[int, int, str, str]]:
             continue
         if is_personal_name(name := match["name"]):
             spans.append((match.start("name"), match.end("name"), "user_name", name))
-    for match in _WIN_HOME.finditer(text):
+    for match in _WIN_HOME.finditer(text) if "Users\\" in text or ":/Users/" in text else ():
         drive = _DRIVE.search(text, max(0, match.start() - 6), match.start())
         if drive and is_personal_name(name := match["name"]):
             spans.append((match.start("name"), match.end("name"), "user_name", name))
-    spans += _encoded(text, settings)
-    spans.sort()
-    return spans
+    return spans + _encoded(text, settings)
 
 
 def _encoded(text: str, settings: Pseudonyms) -> list[tuple[int, int, str, str]]:
@@ -267,7 +272,6 @@ def _bare(text: str, settings: Pseudonyms) -> list[tuple[int, int, str, str]]:
             if not inside:
                 spans.append((at, end, "user_name", form))
             at = text.find(form, end)
-    spans.sort()
     return spans
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from teachers.pseudonyms import Pseudonyms, home_names, pseudonymise_found
 
-HEAD_BYTES = 64 << 10   # a session's first records name its cwd (and so its user) in every line
+HEAD_BYTES = 32 << 10   # a session's first records name its cwd (and so its user) in every line
 
 # Fields of run.json that replay.ablate / eval / verify open again: kept as given (a cache or a tokenizer
 # path of the user's choosing; run.json is the run's own control file, never pushed).
@@ -20,7 +20,7 @@ OPERATIONAL = frozenset({"cache", "tokenizer", "preflight_tokenizer"})
 
 
 def run_pseudonyms(files: list[Path], key: bytes, secrets: bool) -> Pseudonyms:
-    """The settings of a run over `files`: the user names of the home paths in each file's first 64 kB
+    """The settings of a run over `files`: the user names of the home paths in each file's first 32 kB
     (the recorded cwd), and this machine's user (whose sessions they usually are)."""
     names: set[str] = set()
     for path in files:
