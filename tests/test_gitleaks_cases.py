@@ -55,7 +55,10 @@ def _user_texts(out: Path) -> set[str]:
 def _dry_run(root: Path, texts: list[str]) -> tuple[Path, str]:
     _sessions(root / "sessions", texts)
     out = root / "out"
-    assert main(["--source", str(root / "sessions"), "--out", str(out), "--dry-run"]) == 0
+    # --no-pseudonymise: some of gitleaks' cases hold e-mail addresses, which the pseudonymisation (issue
+    # #50, tests/test_pseudonymise.py) replaces; this is about secrets.
+    assert main(["--source", str(root / "sessions"), "--out", str(out), "--dry-run",
+                 "--no-pseudonymise"]) == 0
     written = "\n".join(p.read_text(errors="replace") for p in sorted(out.rglob("*")) if p.is_file())
     return out, written
 
