@@ -4,7 +4,9 @@ Each format is known by the keys of its first JSON records (rules as data: `conf
 Claude Code lines carry `sessionId` / `uuid`; Codex CLI lines are `{timestamp, type, payload}` envelopes
 (older builds: a bare session header, then bare response items); Gemini CLI writes one JSON object with
 `messages` (`session-*.json`) or a header line then message records and `$set` patches
-(`session-*.jsonl`); Copilot CLI writes `{type: "session.start", data, …}` events. Only the first
+(`session-*.jsonl`); Copilot CLI writes `{type: "session.start", data, …}` events; agent-lightning 0.3's
+span streams carry `rollout_id` / `sequence_id` / `span_id` on every line, a saved Gateway export starts
+with its `agl_gateway_export` header (ingestion/agent_lightning/). Only the first
 `SNIFF_LINES` lines (each cut at `SNIFF_BYTES`) are read; lines split on `\\n` alone.
 """
 
@@ -42,11 +44,18 @@ def record_format(record: dict[str, Any]) -> str | None:
     'gemini'
     >>> record_format({"type": "session.start", "data": {"sessionId": "s"}})
     'copilot'
+    >>> record_format({"type": "agl_gateway_export", "version": 1})
+    'agl_gateway'
     >>> record_format({"hello": 1}) is None
     True
     """
     rules = _rules()
     kind = record.get("type")
+    agl = rules["agent_lightning"]
+    if kind == agl["export_type"]:
+        return "agl_gateway"
+    if all(key in record for key in agl["span_keys"]):
+        return "agl_spans"
     if "payload" in record and kind in rules["codex"]["envelope_types"]:
         return "codex"
     if isinstance(kind, str) and "." in kind and "data" in record \

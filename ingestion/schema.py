@@ -9,9 +9,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-# `claude_code` and `swebench_rollout` (collected rollouts), then the other agents' logs, by format.
+# `claude_code` and `swebench_rollout` (collected rollouts), then the other agents' logs, by format, then
+# agent-lightning's rollouts (its 0.3 span streams, its 1.0 Gateway).
 SourceKind = Literal["claude_code", "swebench_rollout", "codex", "gemini", "copilot",
-                     "mini_swe_agent", "swe_agent", "openhands", "atif", "trajectory_dataset"]
+                     "mini_swe_agent", "swe_agent", "openhands", "atif", "trajectory_dataset",
+                     "agl_spans", "agl_gateway"]
 
 
 class ToolCall(BaseModel):

@@ -28,6 +28,7 @@ from ingestion.stats import IngestStats
 
 ROLLOUT_SUFFIX = ".rollout.jsonl"
 TRAJECTORY_FORMATS = ("mini_swe_agent", "swe_agent", "openhands", "atif", "trajectory_dataset")
+AGL_FORMATS = ("agl_spans", "agl_gateway")   # agent-lightning (ingestion/agent_lightning/)
 SESSION_SUFFIXES = (".jsonl", ".jsonl.gz")
 # Whole-file JSON logs (Gemini CLI's session-*.json). Claude Code's side files are never read as traces.
 JSON_SUFFIX = ".json"
@@ -103,8 +104,14 @@ def _root_files(source: Path, stats: IngestStats) -> list[Path]:
 
     Sorted so a run is reproducible and the first copy of a resumed message wins; main sessions come
     before subagent transcripts, so a turn a subagent file repeats stays its parent's. Folders that
-    cannot be listed are counted in `stats` (`skipped_files["unreadable_folder"]`).
+    cannot be listed are counted in `stats` (`skipped_files["unreadable_folder"]`). A live
+    agent-lightning Gateway (`agl+http://HOST:PORT`) is fetched into an export file first, and that is read.
     """
+    from ingestion.agent_lightning.export import live_export, live_url
+
+    url = live_url(source)
+    if url is not None:
+        return [live_export(url)]
     try:
         mode = os.stat(source).st_mode
     except FileNotFoundError:
@@ -246,16 +253,20 @@ def _file_states(path: Path, options: IngestOptions, stats: IngestStats,
         return iter_claude_rollout_states(path, options, stats, seen)
     if path.name.endswith(ROLLOUT_SUFFIX):
         stats.count_format("swebench_rollout", files=1)
-        from ingestion.budget import fit_states
-        from ingestion.messages import fix_messages
         from ingestion.rollouts import iter_rollout_states
 
-        # A rollout's turns are its recorded requests, whole: the message fixes chat templates need,
-        # and budgets only for a training length (the student saw them whole).
-        states = (s.model_copy(update={"messages": fix_messages(s.messages)})
-                  for s in iter_rollout_states(path, stats))
-        return fit_states(states, options, stats) if options.max_length else states
+        return _as_rollouts(iter_rollout_states(path, stats), options, stats)
     return _agent_states(path, options, stats, seen)
+
+
+def _as_rollouts(states: Iterator[TraceState], options: IngestOptions, stats: IngestStats) -> Iterator[TraceState]:
+    """A rollout's turns are its recorded requests, whole: the message fixes chat templates need, and
+    budgets only for a training length (the student saw them whole)."""
+    from ingestion.budget import fit_states
+    from ingestion.messages import fix_messages
+
+    fixed = (s.model_copy(update={"messages": fix_messages(s.messages)}) for s in states)
+    return fit_states(fixed, options, stats) if options.max_length else fixed
 
 
 def _agent_states(path: Path, options: IngestOptions, stats: IngestStats,
@@ -268,6 +279,10 @@ def _agent_states(path: Path, options: IngestOptions, stats: IngestStats,
     found = sniff(path)
     if found == "hf_dataset_state":   # a saved dataset's state.json: its dataset_info.json reads the folder
         stats.skipped_files["dataset_side_file"] += 1
+        return iter(())
+    if found == "agl_seed_dataset":   # the seed example's dataset-<id>/: its stream_<id>.json holds more
+        stats.problem(str(path), None, "agl_seed_dataset", action="file",
+                      detail="the completions are token ids only; read from stream_<id>.json beside it")
         return iter(())
     if found == "hf_dataset_info":
         found = "trajectory_dataset"
@@ -288,6 +303,11 @@ def _agent_states(path: Path, options: IngestOptions, stats: IngestStats,
         from ingestion.copilot import copilot_states
 
         return copilot_states(path, options, stats, seen)
+    if found in AGL_FORMATS:
+        from ingestion.agent_lightning import agl_states
+
+        # Like collect/'s rollouts: the recorded requests whole, budgets only for a training length.
+        return _as_rollouts(agl_states(path, found, stats, seen), options, stats)
     if found in TRAJECTORY_FORMATS:
         from ingestion.trajectories import trajectory_states
 

@@ -352,5 +352,6 @@ def source_kinds(rows: list[dict[str, Any]]) -> list[str]:
              "codex": "Codex CLI sessions", "gemini": "Gemini CLI sessions",
              "copilot": "Copilot CLI sessions", "mini_swe_agent": "mini-swe-agent trajectories",
              "swe_agent": "SWE-agent trajectories", "openhands": "OpenHands histories",
-             "atif": "Harbor ATIF trajectories", "trajectory_dataset": "trajectory datasets"}
+             "atif": "Harbor ATIF trajectories", "trajectory_dataset": "trajectory datasets",
+             "agl_spans": "agent-lightning span streams", "agl_gateway": "agent-lightning Gateway rollouts"}
     return [f"{names.get(kind, kind)} ({len(traces)} traces)" for kind, traces in sorted(kinds.items())]
