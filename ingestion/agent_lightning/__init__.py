@@ -61,6 +61,9 @@ def _claimed(rollout: Rollout, stats: IngestStats, seen: Seen) -> Iterator[Trace
 def _span_file(path: Path, stats: IngestStats, skipped: Counter[str]) -> list[Rollout]:
     spans = []
     for _number, record in iter_records(path, stats):
+        if not isinstance(record.get("rollout_id"), str):   # a piece of a broken line the reader recovered
+            stats.skipped_records["not_a_span"] += 1
+            continue
         stats.record_types[str(record.get("name"))] += 1
         spans.append(record)
     return span_rollouts(spans, skipped)
