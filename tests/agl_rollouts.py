@@ -93,7 +93,8 @@ def run_toy_agent(url: str, key: str, instance_id: str, script: str, out: Path) 
 def _driver(python: Path, url: str, log: Path) -> Iterator[subprocess.Popen[str]]:
     args = [str(python), str(HERE / "agl_seed_driver.py"), url, MODEL, str(free_port()), str(free_port())]
     with open(log, "w") as errors:   # litellm's and uvicorn's chatter, for a failing test to show
-        driver = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors, text=True)
+        driver = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors,
+                                  text=True)
     try:
         yield driver
     finally:
@@ -133,8 +134,8 @@ def seed_streams(python: Path, folder: Path) -> Made:
             rollout = _ask(driver, {"op": "start", "input": {"instance_id": instance_id}})
             made.rollout_ids[instance_id] = rollout["rollout_id"]
             run_toy_agent(rollout["endpoint"], rollout["key"], instance_id, script, work)
-            _ask(driver, {"op": "finish", "rollout_id": rollout["rollout_id"], "attempt_id": rollout["attempt_id"],
-                          "reward": reward, "calls": len(made.requests) + made.refused - before,
+            _ask(driver, {"op": "finish", "rollout_id": rollout["rollout_id"],
+                          "attempt_id": rollout["attempt_id"], "reward": reward, "calls": len(made.requests) + made.refused - before,
                           "path": str(folder / f"stream_{instance_id}.json")})
     return made
 
@@ -170,7 +171,8 @@ def gateway(python: Path) -> Iterator[str]:
 
 def gateway_rollouts(url: str, work: Path) -> Made:
     """The three toy rollouts through the Gateway: created, run (state `running`, then `succeeded`),
-    each with its reward event and one custom event; a fourth rollout has no call at all."""
+    each with its reward event and one custom event (`fix` has an earlier attempt with one event, `nofix`
+    also makes a /completions call); a fourth rollout has no call at all."""
     made = Made()
     work.mkdir(parents=True, exist_ok=True)
     with stand_in(made) as server, httpx.Client(base_url=url, timeout=300) as api:
@@ -181,8 +183,13 @@ def gateway_rollouts(url: str, work: Path) -> Made:
             api.post("/api/rollouts", json=[{"rollout_id": rollout_id, "input": {"instance_id": instance_id},
                                              "is_train": True}]).raise_for_status()
             _patch(api, rollout_id, "running", "0")
+            if script == "fix":   # an earlier attempt that left an event: the events route serves attempt 0
+                api.post(f"/api/rollouts/{rollout_id}/attempt/0-crashed/events",
+                         json={"event_type": "runner_crash", "data": {"signal": 9}}).raise_for_status()
             proxy = f"{url}/proxy/rollout/{rollout_id}/attempt/0/mode/train/openai/v1"
             run_toy_agent(proxy, "EMPTY", instance_id, script, work)
+            if script == "nofix":   # a text completion through the same proxy: no conversation to replay
+                api.post(f"{proxy}/completions", json={"prompt": "def add(a, b):", "max_tokens": 8})
             events = f"/api/rollouts/{rollout_id}/attempt/0/events"
             api.post(events, json={"event_type": "swebench_eval", "data": {"resolved": reward == 1.0}})
             api.post(events, json={"event_type": "reward", "data": {"value": reward, "source": "agent"}})

@@ -83,7 +83,9 @@ def gateway_rollout(record: dict[str, Any], gateway: str | None, skipped: Counte
     status = rollout.get("status") if isinstance(rollout.get("status"), dict) else {}
     attempts = detail.get("attempts") if isinstance(detail.get("attempts"), list) else []
     attempt = status.get("last_attempt_id") or "0"
-    traces["agl_other_attempt"] += sum(1 for a in attempts if a != attempt)
+    others = sum(1 for a in attempts if a != attempt)
+    if others:
+        traces["agl_other_attempt"] += others
     calls: list[Call] = []
     reward = None
     custom = []
