@@ -105,7 +105,7 @@ def test_one_state_per_call_with_the_token_ids_the_stand_in_returned(seed: tuple
     assert [c["name"] for s in fix for c in s["student_action"]["tool_calls"]] == ["bash", "edit", "bash"]
 
 
-def test_pairs_from_loopback_teachers_and_the_students_family_excluded(seed: tuple[Path, Made],
+def test_pairs_from_loopback_teachers_unverifiable_by_the_environment(seed: tuple[Path, Made],
                                                                       tmp_path: Path) -> None:
     folder, _made = seed
     with LLMServer(teacher) as server:
@@ -118,6 +118,13 @@ def test_pairs_from_loopback_teachers_and_the_students_family_excluded(seed: tup
     rows = load_from_disk(str(tmp_path / "out" / "dataset"))
     rows = rows["train"] if hasattr(rows, "keys") else rows
     assert set(rows["source"]) == {"agl_spans"} and len(rows) == CALLS
+    # The environment cannot judge them: no SWE-bench container was recorded, only the calls.
+    from replay.verify import main as verify
+
+    (tmp_path / "no-rollouts").mkdir()
+    assert verify(["--run", str(tmp_path / "out"), "--rollouts", str(tmp_path / "no-rollouts")]) == 0
+    checked = json.loads((tmp_path / "out" / "report.json").read_text())["verify"]
+    assert checked["unverifiable_reasons"] == {"no_environment": CALLS} and checked["verified"] == 0
 
 
 def test_a_stream_cut_short_and_a_provider_never_seen(seed: tuple[Path, Made], tmp_path: Path) -> None:

@@ -195,10 +195,14 @@ SOURCES: dict[str, tuple[Callable[[Path], Path], set[str]]] = {
     "trajectory_dataset": (_trajectory_datasets, {"trajectory_dataset"}),
     "swebench_rollout": (_rollouts, {"swebench_rollout"}),
     "claude_code_rollout": (_claude_code_rollouts, {"swebench_rollout"}),
+    # agent-lightning (tests/agl_fixtures.py made them with the real packages): 0.3's span streams and an
+    # export of 1.0's Gateway; the live Gateway is read from the wheel below.
+    "agl_spans": (_copy(DATA / "agent_lightning" / "seed"), {"agl_spans"}),
+    "agl_gateway": (_copy(DATA / "agent_lightning" / "gateway"), {"agl_gateway"}),
 }
 
 
-def _dry_run(python: Path, cwd: Path, source: Path, out: Path, *extra: str) -> subprocess.Popen[str]:
+def _dry_run(python: Path, cwd: Path, source: Path | str, out: Path, *extra: str) -> subprocess.Popen[str]:
     args = [str(python), "-m", "replay.run", "--source", str(source), "--out", str(out), "--dry-run", *extra]
     return subprocess.Popen(args, cwd=cwd, env=_env(REPLAY_CACHE=str(out.parent / f"{out.name}.sqlite")),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -223,6 +227,26 @@ def test_each_format_dry_runs_from_the_wheel_as_from_the_checkout(
     installed, checkout = (_report(run, tmp_path / where) for where, run in runs.items())
     assert set(installed["formats"]) == formats and installed["states"] > 0
     assert installed["formats"] == checkout["formats"] and installed["states"] == checkout["states"]
+    for output in ("states.jsonl", "traces.jsonl"):
+        assert (tmp_path / "wheel" / output).read_bytes() == (tmp_path / "checkout" / output).read_bytes()
+
+
+def test_a_live_agent_lightning_gateway_dry_runs_from_the_wheel(python: Path, elsewhere: Path,
+                                                                tmp_path: Path) -> None:
+    """`--source agl+http://…`: the real 1.0.2 Gateway (tests/agl_venvs.py), read by both installs."""
+    from tests.agl_rollouts import gateway, gateway_rollouts
+    from tests.agl_venvs import Unavailable, python_of
+
+    try:
+        agl = python_of("1.0.2")
+    except Unavailable as why:
+        pytest.skip(f"agentlightning 1.0.2 cannot be installed here: {why}")
+    with gateway(agl) as url:
+        gateway_rollouts(url, tmp_path / "agent")
+        runs = {"wheel": _dry_run(python, elsewhere, f"agl+{url}", tmp_path / "wheel"),
+                "checkout": _dry_run(Path(sys.executable), ROOT, f"agl+{url}", tmp_path / "checkout")}
+        installed, checkout = (_report(run, tmp_path / where) for where, run in runs.items())
+    assert installed["formats"] == checkout["formats"] == {"agl_gateway": {"files": 1, "states": 8}}
     for output in ("states.jsonl", "traces.jsonl"):
         assert (tmp_path / "wheel" / output).read_bytes() == (tmp_path / "checkout" / output).read_bytes()
 
