@@ -259,7 +259,8 @@ def _file_states(path: Path, options: IngestOptions, stats: IngestStats,
     return _agent_states(path, options, stats, seen)
 
 
-def _as_rollouts(states: Iterator[TraceState], options: IngestOptions, stats: IngestStats) -> Iterator[TraceState]:
+def _as_rollouts(states: Iterator[TraceState], options: IngestOptions,
+                 stats: IngestStats) -> Iterator[TraceState]:
     """A rollout's turns are its recorded requests, whole: the message fixes chat templates need, and
     budgets only for a training length (the student saw them whole)."""
     from ingestion.budget import fit_states

@@ -135,7 +135,8 @@ def seed_streams(python: Path, folder: Path) -> Made:
             made.rollout_ids[instance_id] = rollout["rollout_id"]
             run_toy_agent(rollout["endpoint"], rollout["key"], instance_id, script, work)
             _ask(driver, {"op": "finish", "rollout_id": rollout["rollout_id"],
-                          "attempt_id": rollout["attempt_id"], "reward": reward, "calls": len(made.requests) + made.refused - before,
+                          "attempt_id": rollout["attempt_id"], "reward": reward,
+                          "calls": len(made.requests) + made.refused - before,
                           "path": str(folder / f"stream_{instance_id}.json")})
     return made
 

@@ -58,7 +58,8 @@ def test_the_live_gateway_gives_one_state_per_call(live: tuple[str, Made], tmp_p
         body = expected_body(request)
         assert state["metadata"]["prompt_token_ids"] == body["prompt_token_ids"]
         assert state["metadata"]["completion_token_ids"] == body["choices"][0]["token_ids"]
-        assert state["metadata"]["logprobs"] == [t["logprob"] for t in body["choices"][0]["logprobs"]["content"]]
+        logprobs = body["choices"][0]["logprobs"]["content"]
+        assert state["metadata"]["logprobs"] == [t["logprob"] for t in logprobs]
     for state in states:
         instance = state["trace_id"][3:]
         assert state["source"] == "agl_gateway" and state["student_model"] == MODEL
@@ -81,7 +82,8 @@ def test_a_saved_export_gives_byte_identical_states(live: tuple[str, Made], tmp_
         assert (tmp_path / "live" / name).read_bytes() == (tmp_path / "export" / name).read_bytes()
 
 
-def test_an_export_cut_short_keeps_the_rollouts_before_the_cut(live: tuple[str, Made], tmp_path: Path) -> None:
+def test_an_export_cut_short_keeps_the_rollouts_before_the_cut(live: tuple[str, Made],
+                                                               tmp_path: Path) -> None:
     url, _made = live
     assert export(url, tmp_path / "whole.agl.jsonl").returncode == 0
     lines = (tmp_path / "whole.agl.jsonl").read_bytes().splitlines(keepends=True)
@@ -96,7 +98,8 @@ def test_an_export_cut_short_keeps_the_rollouts_before_the_cut(live: tuple[str, 
 def test_an_unreachable_gateway_is_one_line_and_exit_2(tmp_path: Path) -> None:
     closed = f"agl+http://127.0.0.1:{free_port()}"
     for args in (["-m", "replay.run", "--source", closed, "--out", str(tmp_path / "out"), "--dry-run"],
-                 ["-m", "ingestion.agent_lightning.export", "--gateway", closed, "--out", str(tmp_path / "x")]):
+                 ["-m", "ingestion.agent_lightning.export", "--gateway", closed,
+                  "--out", str(tmp_path / "x")]):
         done = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
         assert done.returncode == 2, done.stderr
         assert "Traceback" not in done.stderr and "does not answer" in done.stderr

@@ -47,8 +47,8 @@ def _seed_datasets(folder: Path) -> None:
 
 def teacher(body: dict[str, Any]) -> Reply:
     """Every teacher runs the tests, with the agent's own bash tool."""
-    return Reply(chat_completion(tool_calls=[{"name": "bash", "arguments": {"command": "python -m pytest -q"}}],
-                                 model=body.get("model", "")))
+    call = {"name": "bash", "arguments": {"command": "python -m pytest -q"}}
+    return Reply(chat_completion(tool_calls=[call], model=body.get("model", "")))
 
 
 def run(source: Path, out: Path, *extra: str) -> dict[str, Any]:

@@ -27,7 +27,8 @@ def agl_states(path: Path, found: str, stats: IngestStats, seen: Seen) -> Iterat
     """The states of one span stream (`found` = agl_spans) or Gateway export (agl_gateway)."""
     skipped: Counter[str] = Counter()
     try:
-        rollouts = _span_file(path, stats, skipped) if found == "agl_spans" else _export_file(path, stats, skipped)
+        read = _span_file if found == "agl_spans" else _export_file
+        rollouts = read(path, stats, skipped)
     except OSError as error:
         stats.problem(str(path), None, "unreadable_file", action="file", detail=error.strerror or str(error))
         return

@@ -60,9 +60,13 @@ def logprob_values(logprobs: Any) -> list[float] | None:
     items = logprobs.get("content")
     raw = [item.get("logprob") if isinstance(item, dict) else None for item in items] \
         if isinstance(items, list) else logprobs.get("token_logprobs")
-    if not isinstance(raw, list) or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in raw):
+    if not isinstance(raw, list) or not all(_number(v) for v in raw):
         return None
     return [float(v) for v in raw]
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def token_ids(value: Any) -> list[int] | None:
@@ -71,7 +75,7 @@ def token_ids(value: Any) -> list[int] | None:
     >>> token_ids([1, 2]), token_ids([]), token_ids("x")
     ([1, 2], None, None)
     """
-    if isinstance(value, list) and value and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+    if isinstance(value, list) and value and all(type(v) is int for v in value):
         return value
     return None
 
@@ -82,9 +86,11 @@ def student_action(message: dict[str, Any]) -> Action:
     >>> student_action({"content": "done", "reasoning": "r"})
     Action(content='done', tool_calls=[], thinking='r')
     """
-    calls = [ToolCall(id=call.get("id") or f"call_{index}", name=(call.get("function") or {}).get("name") or "",
+    calls = [ToolCall(id=call.get("id") or f"call_{index}",
+                      name=(call.get("function") or {}).get("name") or "",
                       arguments=parse_arguments((call.get("function") or {}).get("arguments")))
-             for index, call in enumerate(message.get("tool_calls") or []) if isinstance(call, dict)]
+             for index, call in enumerate(message.get("tool_calls") or [])
+             if isinstance(call, dict)]
     content = message.get("content")
     thinking = message.get("reasoning_content") or message.get("reasoning")
     return Action(content=content if isinstance(content, str) else "", tool_calls=calls,

@@ -111,9 +111,10 @@ def live_export(url: str) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ingestion.agent_lightning.export",
-                                     description="Save an agent-lightning 1.0 Gateway's terminal rollouts and "
-                                                 "their events, for `replay.run --source FILE`.")
+    parser = argparse.ArgumentParser(
+        prog="python -m ingestion.agent_lightning.export",
+        description="Save an agent-lightning 1.0 Gateway's terminal rollouts and their events, for "
+                    "`replay.run --source FILE`.")
     parser.add_argument("--gateway", required=True, help="the Gateway's URL, e.g. http://127.0.0.1:8080")
     parser.add_argument("--out", required=True, type=Path, help="the export file to write (JSON Lines)")
     args = parser.parse_args(argv)

@@ -54,9 +54,11 @@ def event_call(data: dict[str, Any]) -> tuple[Call | None, str | None]:
     usage = data.get("usage") or response.get("usage")
     return Call(request=request, message=message, model=model if isinstance(model, str) else None,
                 finish_reason=choice.get("finish_reason") if choice else None,
-                prompt_token_ids=token_ids(response.get("prompt_token_ids") or choice.get("prompt_token_ids")),
+                prompt_token_ids=token_ids(response.get("prompt_token_ids")
+                                           or choice.get("prompt_token_ids")),
                 completion_token_ids=token_ids(choice.get("token_ids")),
-                logprobs=logprob_values(choice.get("logprobs")), usage=usage if isinstance(usage, dict) else None,
+                logprobs=logprob_values(choice.get("logprobs")),
+                usage=usage if isinstance(usage, dict) else None,
                 extra={"response_id": response.get("id"), "model_version": data.get("model_version")}), None
 
 

@@ -72,7 +72,8 @@ def raw_call(attributes: dict[str, Any]) -> tuple[Call | None, str | None]:
     if asked == "prompt":
         return None, "agl_completions_call"
     prefix = f"llm.{provider}."
-    fields = {key[len(prefix):]: literal(value) for key, value in attributes.items() if key.startswith(prefix)}
+    fields = {key[len(prefix):]: literal(value) for key, value in attributes.items()
+              if key.startswith(prefix)}
     choices = fields.get("choices")
     choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else None
     messages = fields.get("messages")
@@ -88,7 +89,8 @@ def raw_call(attributes: dict[str, Any]) -> tuple[Call | None, str | None]:
                 finish_reason=choice.get("finish_reason"),
                 prompt_token_ids=token_ids(fields.get("prompt_token_ids") or choice.get("prompt_token_ids")),
                 completion_token_ids=token_ids(choice.get("token_ids")),
-                logprobs=logprob_values(choice.get("logprobs")), usage=usage if isinstance(usage, dict) else None,
+                logprobs=logprob_values(choice.get("logprobs")),
+                usage=usage if isinstance(usage, dict) else None,
                 extra={"provider": provider, "response_id": fields.get("id")}), None
 
 
@@ -116,7 +118,8 @@ def span_rollouts(spans: Iterable[dict[str, Any]], skipped: Counter[str]) -> lis
 
 def _order(span: dict[str, Any]) -> tuple[float, float]:
     sequence, start = span.get("sequence_id"), span.get("start_time")
-    return (sequence if isinstance(sequence, int | float) else 0.0, start if isinstance(start, int | float) else 0.0)
+    return (sequence if isinstance(sequence, int | float) else 0.0,
+            start if isinstance(start, int | float) else 0.0)
 
 
 def _rollout(rollout_id: str, spans: list[dict[str, Any]], skipped: Counter[str]) -> Rollout:
