@@ -16,32 +16,31 @@ health check is off (it probes the model), litellm reads its local price map, an
 from a process of its own: an OtelTracer in the store's process deadlocks its export.
 """
 
+from __future__ import annotations
+
 import asyncio
 import json
 import os
 import sys
+from typing import Any
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-os.environ.setdefault("LITELLM_MASTER_KEY", "sk-agl-seed-test")
-os.environ.setdefault("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "120")   # seconds; a loaded CI machine is slow
-
-from agentlightning import (  # noqa: E402
-    InMemoryLightningStore,
-    LightningStoreClient,
-    LightningStoreServer,
-    OtelTracer,
-    emit_reward,
-)
-from agentlightning.llm_proxy import LLMProxy  # noqa: E402
-from agentlightning.utils.server_launcher import PythonServerLauncherArgs  # noqa: E402
+# agentlightning is imported inside the functions: this file is collected (for doctests) by the suite's
+# own venv, which does not have it.
+ENVIRONMENT = {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_MASTER_KEY": "sk-agl-seed-test",
+               "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT": "120"}   # seconds; a loaded CI machine is slow
 
 
-def loopback(port: int, mode: str, health: str | None) -> PythonServerLauncherArgs:
+def loopback(port: int, mode: str, health: str | None) -> Any:
+    from agentlightning.utils.server_launcher import PythonServerLauncherArgs
+
     return PythonServerLauncherArgs(host="127.0.0.1", access_host="127.0.0.1", port=port, launch_mode=mode,
                                     healthcheck_url=health)
 
 
 async def serve(vllm_url: str, model: str, store_port: int, proxy_port: int) -> None:
+    from agentlightning import InMemoryLightningStore, LightningStoreServer
+    from agentlightning.llm_proxy import LLMProxy
+
     store = LightningStoreServer(InMemoryLightningStore(thread_safe=True),
                                  launcher_args=loopback(store_port, "thread", "/v1/agl/health"))
     await store.start()
@@ -76,7 +75,7 @@ async def serve(vllm_url: str, model: str, store_port: int, proxy_port: int) -> 
     await proxy.stop()
 
 
-async def settled_spans(store: LightningStoreServer, rollout_id: str, calls: int) -> list:
+async def settled_spans(store: Any, rollout_id: str, calls: int) -> list[Any]:
     """The rollout's spans once the proxy has exported every call's subtree (it exports after answering)
     and the reward is in."""
     for _ in range(600):
@@ -89,6 +88,8 @@ async def settled_spans(store: LightningStoreServer, rollout_id: str, calls: int
 
 
 async def emit(store_url: str, rollout_id: str, attempt_id: str, value: float) -> None:
+    from agentlightning import LightningStoreClient, OtelTracer, emit_reward
+
     tracer = OtelTracer()
     tracer.init_worker(0, LightningStoreClient(store_url))
     async with tracer.trace_context("reward", rollout_id=rollout_id, attempt_id=attempt_id):
@@ -100,6 +101,8 @@ def answer(value: dict) -> None:
 
 
 if __name__ == "__main__":
+    for key, value in ENVIRONMENT.items():
+        os.environ.setdefault(key, value)
     if sys.argv[1] == "reward":
         asyncio.run(emit(sys.argv[2], sys.argv[3], sys.argv[4], float(sys.argv[5])))
     else:
