@@ -53,10 +53,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", type=Path, required=True, help="examples/make_smollm2.py's folder")
     parser.add_argument("--out", type=Path, default=Path("/tmp/loop-bench"))
-    parser.add_argument("--train", type=int, default=4, help="training instances (4)")
-    parser.add_argument("--held", type=int, default=3, help="held-out instances (3)")
-    parser.add_argument("--samples", type=int, default=3, help="rollouts per training instance (3)")
-    parser.add_argument("--max-steps", type=int, default=12, help="DPO steps (12)")
+    parser.add_argument("--train", type=int, default=3, help="training instances (3)")
+    parser.add_argument("--held", type=int, default=2, help="held-out instances (2)")
+    parser.add_argument("--samples", type=int, default=2, help="rollouts per training instance (2)")
+    parser.add_argument("--max-steps", type=int, default=8, help="DPO steps (8)")
     parser.add_argument("--device", default="cpu", help="transformers serve --device (cpu)")
     parser.add_argument("--learning-rate", type=float, default=2e-4)
     args, extra = parser.parse_known_args()
@@ -65,13 +65,13 @@ def main() -> int:
     tag = ensure_instance_images(docker.from_env(), train + held)
     args.out.mkdir(parents=True, exist_ok=True)
     for name, ids in (("train.jsonl", train), ("held.jsonl", held)):
-        (args.out / name).write_text("".join(json.dumps(toy_instance(i, "none")) + "\n" for i in ids))
+        (args.out / name).write_text("".join(json.dumps(toy_instance(i, i)) + "\n" for i in ids))
     with LLMServer(teacher) as teachers:
         pool = f"t1=openai/t1@{teachers.url}#price=3/15,t2=openai/t2@{teachers.url}#price=3/15"
         command = [sys.executable, "-m", "replay.loop", "--instances", str(args.out / "train.jsonl"),
                    "--held-out", str(args.out / "held.jsonl"), "--student", str(args.model.resolve()),
                    "--teachers", pool, "--out", str(args.out / "loop"), "--rounds", "1",
-                   "--device", args.device, "--max-turns", "4", "--max-tokens", "96", "--temperature", "0.7",
+                   "--device", args.device, "--max-turns", "3", "--max-tokens", "96", "--temperature", "0.7",
                    "--samples", str(args.samples), "--held-out-samples", "2", "--test-split", "0.25",
                    "--max-steps", str(args.max_steps), "--learning-rate", str(args.learning_rate),
                    "--batch-size", "2", "--max-length", "2048",

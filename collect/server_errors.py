@@ -9,7 +9,9 @@ echo the whole request body, extension included):
   large", vLLM 0.33 "... However, your prompt contains M input tokens", OpenAI `context_length_exceeded`,
   Anthropic "prompt is too long" (litellm raises ContextWindowExceededError for those it knows);
 - a server that does not take the token extension: OpenAI "Unrecognized request argument supplied: X",
-  or an error whose `param` is X (vLLM itself ignores unknown fields, it never refuses them);
+  an error whose `param` is X, or `transformers serve`'s 422 "Unexpected fields in the request: {'X'}"
+  (the set of every field it does not know, transformers/cli/serving/utils.py `_validate_request`;
+  vLLM itself ignores unknown fields, it never refuses them);
 - a vLLM started without `--enable-auto-tool-choice` (0.10 and older refuse `tool_choice: auto`).
 """
 
@@ -30,6 +32,7 @@ _OVERFLOW = re.compile(
 _UNSUPPORTED = re.compile(
     r"(?:Unrecognized request argument supplied|Unknown parameter|Unsupported parameter"
     r"|unexpected keyword argument|Extra inputs are not permitted)[:\s'\"`]*(?P<key>\w+)", re.IGNORECASE)
+_UNEXPECTED_SET = re.compile(r"Unexpected fields in the request: \{(?P<keys>[^}]*)\}")
 _AUTO_TOOL_CHOICE = re.compile(r"\"?auto\"? tool choice requires --enable-auto-tool-choice", re.IGNORECASE)
 
 
@@ -81,9 +84,14 @@ def unsupported_extension(message: str, param: str | None) -> str | None:
     >>> unsupported_extension("1 validation error: {'input': {'logprobs': True, 'return_token_ids': True}}",
     ...                       None) is None
     True
+    >>> unsupported_extension("Unexpected fields in the request: {'return_token_ids'}", None)
+    'return_token_ids'
     """
     if param in EXTENSION_KEYS:
         return param
+    if found := _UNEXPECTED_SET.search(message):
+        keys = re.findall(r"'(\w+)'", found.group("keys"))
+        return next((key for key in keys if key in EXTENSION_KEYS), None)
     match = _UNSUPPORTED.search(message)
     return match.group("key") if match and match.group("key") in EXTENSION_KEYS else None
 

@@ -16,35 +16,47 @@ from tests.tiny_model import build_tiny
 
 CALL = {"name": "bash", "arguments": {"command": "ls"}}
 PREFERRED = {"name": "bash", "arguments": {"command": "cat calc.py"}}
-TOOLS = [{"type": "function", "function": {
-    "name": "bash", "description": "Run a bash command in the repository.",
-    "parameters": {"type": "object", "properties": {"command": {"type": "string"}},
-                   "required": ["command"]}}}]
+
+
+def _spec() -> Any:
+    from collect.config import load_agent_spec
+
+    return load_agent_spec()
+
+
+TOOLS = _spec().tools
 
 
 def _prompts() -> list[list[dict[str, Any]]]:
-    """Prompts shaped like the mini agent's (a system prompt, a task, maybe earlier calls and results)."""
-    out = []
-    for task in ("Fix the bug in calc.py", "The add function is wrong", "Make the tests pass", "hello",
-                 "This is a connectivity check. Call the `bash` tool with the command `echo ready`"):
-        base = [{"role": "system", "content": "You are a software engineer working in /testbed."},
-                {"role": "user", "content": task}]
-        out.append(base)
-        earlier = {"id": "c0", "type": "function",
-                   "function": {"name": "bash", "arguments": json.dumps(CALL["arguments"])}}
-        out.append([*base, {"role": "assistant", "content": "", "tool_calls": [earlier]},
-                    {"role": "tool", "tool_call_id": "c0", "content": "calc.py\ntests"}])
+    """The mini agent's own prompts (collect/config.py AgentSpec): its start-up probe, the first messages
+    of a rollout, and a rollout one call later."""
+    from tests.collect_toy import toy_instance
+
+    spec = _spec()
+    out = [[{"role": "user", "content": spec.probe_prompt}]]
+    earlier = {"id": "c0", "type": "function",
+               "function": {"name": "bash", "arguments": json.dumps(CALL["arguments"])}}
+    for problem in (toy_instance("toy__calc-1", "none")["problem_statement"], "Make the tests pass"):
+        base = spec.first_messages(problem)
+        out += [base, [*base, {"role": "assistant", "content": "", "tool_calls": [earlier]},
+                       {"role": "tool", "tool_call_id": "c0", "content": "calc.py\ntests"}]]
     return out
 
 
-def build_calling_student(out_dir: str | Path, steps: int = 120, seed: int = 0) -> Path:
+def build_calling_student(out_dir: str | Path, steps: int = 60, seed: int = 0) -> Path:
     """The tiny model taught to answer `<tool_call>{CALL}</tool_call>`, with the response template."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from examples.make_smollm2 import response_template
 
-    path = build_tiny(out_dir)
+    # A tokenizer trained on the agent's own texts, merging across spaces: the call is a few tokens and a
+    # prompt a few hundred, so a few dozen steps teach the call.
+    spec = _spec()
+    calls = [f'<tool_call>{{"name": "bash", "arguments": {json.dumps(c["arguments"])}}}</tool_call>'
+             for c in (CALL, PREFERRED)]
+    corpus = [*calls * 20, spec.system_prompt, spec.probe_prompt, spec.instance_prompt, json.dumps(TOOLS)]
+    path = build_tiny(out_dir, corpus, vocab_size=1024, across_words=True)
     tokenizer = AutoTokenizer.from_pretrained(path)
     model = AutoModelForCausalLM.from_pretrained(path)
     torch.manual_seed(seed)

@@ -43,9 +43,18 @@ class Ledger:
         return self.data["rounds"].get(str(round_), {}).get("stages", {}).get(stage)
 
     def start(self, round_: int, stage: str) -> float:
-        self.data["running"] = {"round": round_, "stage": stage, "started_at": _now()}
+        """Mark the stage running; returns its start. A stage started again after a kill keeps the epoch
+        of its first start (`first_epoch`): what its killed attempts paid is counted from there."""
+        running = self.data.get("running") or {}
+        again = (running.get("round"), running.get("stage")) == (round_, stage)
+        first = running.get("first_epoch") if again else None
+        self.data["running"] = {"round": round_, "stage": stage, "started_at": _now(),
+                                "first_epoch": first or time.time()}
         self.save()
         return time.monotonic()
+
+    def first_epoch(self) -> float:
+        return (self.data.get("running") or {}).get("first_epoch") or time.time()
 
     def finish(self, round_: int, stage: str, began: float, figures: dict[str, Any]) -> dict[str, Any]:
         record = {"seconds": round(time.monotonic() - began, 1), "finished_at": _now(), **figures}

@@ -20,7 +20,7 @@ def rows(ledger: Ledger) -> list[dict[str, Any]]:
         me = (evaluation.get("models") or {}).get(f"round-{round_}", {})
         diff = (evaluation.get("differences") or {}).get(f"round-{round_} - round-0", {})
         train = stages.get("train") or {}
-        usd = sum((stages.get(s) or {}).get("cost_usd") or 0.0 for s in ("pairs", "heldout"))
+        usd = sum((stages.get(s) or {}).get("teacher_usd") or 0.0 for s in ("pairs", "heldout"))
         tokens = {k: sum(((stages.get(s) or {}).get("student_tokens") or {}).get(k, 0)
                          for s in ("collect", "resolve")) for k in ("prompt", "completion")}
         out.append({"round": round_, "resolve": resolve, "agreement": me.get("consensus_intent"),

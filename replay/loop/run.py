@@ -84,7 +84,7 @@ class Loop:
     def heldout(self, round_: int) -> dict[str, Any]:
         out = self.config.heldout_run
         self._run(round_, "heldout", stages.run_argv(self.config, self.dir(0) / "resolve", out, None))
-        return stages.pairs_figures(out)
+        return stages.pairs_figures(out, self.config.cache, self.ledger.first_epoch())
 
     def eval(self, round_: int) -> dict[str, Any]:
         rounds = sorted({0, round_})
@@ -105,7 +105,7 @@ class Loop:
         out = self.dir(round_) / "pairs"
         self._run(round_, "pairs", stages.run_argv(self.config, self.dir(round_) / "collect", out,
                                                    self.config.test_split))
-        return stages.pairs_figures(out)
+        return stages.pairs_figures(out, self.config.cache, self.ledger.first_epoch())
 
     def verify(self, round_: int) -> dict[str, Any]:
         who = student(self.config, round_ - 1)

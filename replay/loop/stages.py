@@ -134,10 +134,25 @@ def run_argv(config: LoopConfig, source: Path, out: Path, test_split: float | No
     return argv + config.extra("run")
 
 
-def pairs_figures(out: Path) -> dict[str, Any]:
+def pairs_figures(out: Path, cache: Path, since: float) -> dict[str, Any]:
+    """replay.run's report.json, and what the stage paid: its report counts the calls of the attempt that
+    finished (answers an earlier, killed attempt received come from the cache at no cost there), so the
+    teachers' USD is read from the cache: the answers stored since the stage first started."""
     report = _json(out / "report.json")
     keys = ("states", "pairs", "cost_usd", "agree", "states_failed")
-    return {key: report[key] for key in keys if key in report}
+    return {key: report[key] for key in keys if key in report} | paid(cache, since)
+
+
+def paid(cache: Path, since: float) -> dict[str, Any]:
+    """Teacher calls answered and their USD, stored in the loop's cache since `since` (epoch seconds)."""
+    import sqlite3
+
+    if not cache.is_file():
+        return {"teacher_calls": 0, "teacher_usd": 0.0}
+    with sqlite3.connect(f"file:{cache}?mode=ro", uri=True) as db:
+        calls, usd = db.execute("SELECT COUNT(*), COALESCE(SUM(cost_usd), 0) FROM responses "
+                                "WHERE error IS NULL AND created >= ?", (since,)).fetchone()
+    return {"teacher_calls": calls, "teacher_usd": round(usd, 6)}
 
 
 # --- verify ------------------------------------------------------------------------------------------

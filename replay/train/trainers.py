@@ -47,6 +47,8 @@ def _model(options: TrainOptions, trainable: bool = True) -> Any:
         from peft import PeftModel
 
         model = PeftModel.from_pretrained(model, str(options.adapter), is_trainable=trainable)
+        if not trainable:   # the reference: a plain model (TRL's fused forward unwraps no PeftModel)
+            model = model.merge_and_unload()
     return model if on_cpu(options) else model.to("cuda")
 
 
