@@ -77,6 +77,9 @@ def run_fixtures(fixtures_root: Path, root: Path, out: Path, *flags: str) -> dic
     the answers cached in `root`; returns the report."""
     with pytest.MonkeyPatch.context() as env:
         env.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        # One redaction key for every run over the fixtures (it lives in the user cache folder, which each
+        # test gets its own of): the pseudonyms, the requests and the cached answers are then the same.
+        env.setenv("XDG_CACHE_HOME", str(root / "xdg-cache"))
         with LLMServer(partial(scripted, agreeing=("a", "b"))) as server:
             teachers = ",".join(f"{n}=openai/{n}@{server.url}" for n in "abc")
             assert main(["--source", str(fixtures_root), "--out", str(out), "--teachers", teachers,
