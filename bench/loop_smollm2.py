@@ -54,7 +54,7 @@ def main() -> int:
     parser.add_argument("--model", type=Path, required=True, help="examples/make_smollm2.py's folder")
     parser.add_argument("--out", type=Path, default=Path("/tmp/loop-bench"))
     parser.add_argument("--train", type=int, default=3, help="training instances (3)")
-    parser.add_argument("--held", type=int, default=2, help="held-out instances (2)")
+    parser.add_argument("--held", type=int, default=3, help="held-out instances (3)")
     parser.add_argument("--samples", type=int, default=2, help="rollouts per training instance (2)")
     parser.add_argument("--max-steps", type=int, default=8, help="DPO steps (8)")
     parser.add_argument("--device", default="cpu", help="transformers serve --device (cpu)")
@@ -72,10 +72,12 @@ def main() -> int:
                    "--held-out", str(args.out / "held.jsonl"), "--student", str(args.model.resolve()),
                    "--teachers", pool, "--out", str(args.out / "loop"), "--rounds", "1",
                    "--device", args.device, "--max-turns", "3", "--max-tokens", "96", "--temperature", "0.7",
-                   "--samples", str(args.samples), "--held-out-samples", "2", "--test-split", "0.25",
+                   "--samples", str(args.samples), "--held-out-samples", "1", "--test-split", "0.25",
                    "--max-steps", str(args.max_steps), "--learning-rate", str(args.learning_rate),
                    "--batch-size", "2", "--max-length", "2048",
                    "--collect-args", f"--namespace {NAMESPACE} --image-tag {tag}",
+                   # One CPU serves the student: replay.eval asks it two at a time, and waits for it.
+                   "--run-args", "--per-teacher 2 --timeout 900",
                    *(["--cpu"] if args.device == "cpu" else []), *extra]
         began = time.monotonic()
         done = subprocess.run(command, cwd=ROOT)
