@@ -88,11 +88,12 @@ async def settled_spans(store: Any, rollout_id: str, calls: int) -> list[Any]:
 
 
 async def emit(store_url: str, rollout_id: str, attempt_id: str, value: float) -> None:
-    from agentlightning import LightningStoreClient, OtelTracer, emit_reward
+    from agentlightning import LightningStoreClient, OtelTracer, emit_message, emit_reward
 
     tracer = OtelTracer()
     tracer.init_worker(0, LightningStoreClient(store_url))
     async with tracer.trace_context("reward", rollout_id=rollout_id, attempt_id=attempt_id):
+        emit_message("graded by the toy harness")   # a custom span: it passes through to the states
         emit_reward(value)
 
 

@@ -100,6 +100,9 @@ def test_one_state_per_call_with_the_token_ids_the_stand_in_returned(seed: tuple
         assert state["source"] == "agl_spans" and state["student_model"] == MODEL
         assert state["metadata"]["reward"] == ROLLOUTS[instance][1]
         assert state["metadata"]["outcome"]["reward"] == ROLLOUTS[instance][1]
+        (event,) = state["metadata"]["events"]                       # the driver's emit_message
+        assert event["name"] == "agentlightning.message"
+        assert event["attributes"]["agentlightning.message.body"] == "graded by the toy harness"
         assert state["tools"] and {t["function"]["name"] for t in state["tools"]} == {"bash", "edit"}
     fix = [s for s in read if by_rollout[s["trace_id"]] == "toy__calc-1"]
     assert [c["name"] for s in fix for c in s["student_action"]["tool_calls"]] == ["bash", "edit", "bash"]

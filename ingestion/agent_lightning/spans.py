@@ -7,7 +7,8 @@ proxy leaves ~12 spans sharing a `sequence_id`; the training data is in the one 
 `usage`, `model`, `prompt_token_ids`, …) as Python-repr strings. A call the backend refused leaves no
 such span, only `litellm_request` / `Received Proxy Server Request` with status ERROR: counted. The
 reward is the last `agentlightning.annotation` span's `agentlightning.reward.0.value` (agent-lightning's
-`find_final_reward`).
+`find_final_reward`); the rollout's other `agentlightning.*` spans (`emit_message`, `emit_object`, …)
+pass through to the states' metadata (`events`: name and attributes).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ SOURCE = "agl_spans"
 RAW_REQUEST = "raw_gen_ai_request"
 REWARD_SPAN = "agentlightning.annotation"
 REWARD_KEY = "agentlightning.reward.0.value"
+CUSTOM_PREFIX = "agentlightning."
 FAILED_SPANS = ("litellm_request", "Received Proxy Server Request")
 # What litellm's raw request span holds of the response; every other `llm.<provider>.*` key is the request.
 RESPONSE_KEYS = {"id", "object", "created", "model", "choices", "usage", "prompt_token_ids", "service_tier",
@@ -128,10 +130,14 @@ def _rollout(rollout_id: str, spans: list[dict[str, Any]], skipped: Counter[str]
     answered: set[Any] = set()
     responses: set[Any] = set()
     reward = None
+    events = []
     for span in spans:
         found = reward_of(span)
         reward = found if found is not None else reward
-        if span.get("name") != RAW_REQUEST:
+        name = span.get("name")
+        if found is None and isinstance(name, str) and name.startswith(CUSTOM_PREFIX):
+            events.append({"name": name, "attributes": span.get("attributes") or {}})
+        if name != RAW_REQUEST:
             continue
         answered.add(span.get("sequence_id"))
         call, why = raw_call(span.get("attributes") or {})
@@ -150,4 +156,5 @@ def _rollout(rollout_id: str, spans: list[dict[str, Any]], skipped: Counter[str]
     if failed:
         skipped["agl_failed_call"] += len(failed)
     attempt = next((s.get("attempt_id") for s in spans if isinstance(s.get("attempt_id"), str)), None)
-    return Rollout(source=SOURCE, rollout_id=rollout_id, attempt_id=attempt, calls=calls, reward=reward)
+    return Rollout(source=SOURCE, rollout_id=rollout_id, attempt_id=attempt, calls=calls, reward=reward,
+                   metadata={"events": events})
