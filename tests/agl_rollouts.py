@@ -15,8 +15,10 @@ Every chat request the stand-in answered is kept (`Made.requests`): its token id
 from __future__ import annotations
 
 import json
+import shutil
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -147,9 +149,11 @@ def seed_streams(python: Path, folder: Path) -> Made:
 def gateway(python: Path) -> Iterator[str]:
     """The real Gateway on 127.0.0.1 (`agl-server host=… port=…`, Hydra overrides); yields its URL."""
     port = free_port()
+    # Hydra writes outputs/<date>/<time>/ under the working directory: a folder of its own, not the checkout.
+    workdir = tempfile.mkdtemp(prefix="agl-server-")
     server = subprocess.Popen([str(python.parent / "agl-server"), "host=127.0.0.1", f"port={port}",
                                f"default_proxy.model_name={MODEL}"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=workdir)
     url = f"http://127.0.0.1:{port}"
     try:
         for _ in range(600):
@@ -168,6 +172,7 @@ def gateway(python: Path) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait()
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def gateway_rollouts(url: str, work: Path) -> Made:
