@@ -41,6 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="seed of the trace sample and of the bootstrap (0)")
     parser.add_argument("--max-cost", type=usd, default=None, metavar="USD",
                         help="stop new calls at this many USD (answers in the cache cost nothing)")
+    parser.add_argument("--max-tokens", type=int, default=None, metavar="N",
+                        help="cap every model's reply at N tokens (default: as the run asked its teachers; a "
+                             "served student that answers in prose otherwise writes to its server's default)")
     parser.add_argument("--dry-run", action="store_true",
                         help="print the held-out states, calls and USD it would take; ask nothing, write "
                              "nothing")
@@ -58,7 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     from teachers.probe import AllUnreachable
 
     config = EvalConfig(run=args.run, models=args.models, states=args.states, seed=args.seed,
-                        max_cost=args.max_cost, command=shlex.join(["python", "-m", "replay.eval", *argv]))
+                        max_cost=args.max_cost, max_tokens=args.max_tokens,
+                        command=shlex.join(["python", "-m", "replay.eval", *argv]))
     try:
         if args.dry_run:
             print("\n".join(plan_lines(plan(config))))

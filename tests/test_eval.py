@@ -113,6 +113,17 @@ def test_a_second_eval_asks_nothing(scene: Scene) -> None:
     assert all(row["cached"] for row in answers(scene.run))
 
 
+def test_max_tokens_caps_every_models_requests(scene: Scene) -> None:
+    """--max-tokens reaches the server in every request (replay.loop caps a served student's replies so),
+    and it is part of what the cache keys: the capped answers are asked, not taken from an uncapped eval."""
+    evaluate(scene, "agree90")
+    seen = len(scene.server.requests)
+    evaluate(scene, "agree90", extra=("--max-tokens", "48"))
+    capped = scene.server.requests[seen:]
+    assert capped and all(request.get("max_tokens") == 48 for request in capped)
+    assert all("max_tokens" not in request for request in scene.server.requests[:seen])
+
+
 def test_the_student_repeats_itself_and_invalid_calls_are_counted(scene: Scene) -> None:
     document = evaluate(scene, "student", "broken")
     models = {m["name"]: m for m in document["models"]}

@@ -30,6 +30,7 @@ class EvalConfig(StrictModel):
     states: str = "auto"              # --states (replay/evaluation/heldout.py)
     seed: int = 0                     # the trace sample and the bootstrap
     max_cost: float | None = None     # USD for this eval's calls (cache hits are free)
+    max_tokens: int | None = None     # --max-tokens: each model's reply cap (None: as teachers were asked)
     command: str = ""
 
     @property
@@ -75,14 +76,23 @@ def load_config(run: Path) -> RunConfig:
     return config
 
 
-def parse_models(text: str) -> list[Any]:
-    """`--models` as `teachers.registry.parse_pool` reads `--teachers`; its errors say --models."""
+def parse_models(text: str, max_tokens: int | None = None) -> list[Any]:
+    """`--models` as `teachers.registry.parse_pool` reads `--teachers`; its errors say --models. With
+    `max_tokens` every model's requests carry it (a served student answering in prose otherwise writes to
+    its server's default: 1,024 new tokens for `transformers serve`, the rest of the context for vLLM).
+
+    >>> [s.params for s in parse_models("a=openai/m@http://127.0.0.1:9/v1", 64)]
+    [{'max_tokens': 64}]
+    """
     from teachers.registry import TeacherConfigError, parse_pool
 
     try:
-        return parse_pool(text)
+        specs = parse_pool(text)
     except TeacherConfigError as error:
         raise EvalError(f"--models: {str(error).replace('teacher', 'model')}") from error
+    if max_tokens is None:
+        return specs
+    return [spec.model_copy(update={"params": {**spec.params, "max_tokens": max_tokens}}) for spec in specs]
 
 
 def plan(config: EvalConfig) -> Plan:
@@ -90,7 +100,7 @@ def plan(config: EvalConfig) -> Plan:
     from replay.evaluation.asking import estimate_models, open_pool
 
     run_config = load_config(config.run)
-    specs = parse_models(config.models)
+    specs = parse_models(config.models, config.max_tokens)
     held = choose_states(config.run, parse_choice(config.states), config.seed)
     assert run_config.pool is not None
     pool = open_pool(run_config.pool, specs, config.max_cost)
@@ -110,7 +120,7 @@ def evaluate(config: EvalConfig, console: Console | None = None) -> Evaluation:
 
     console = console or Console(stderr=True)
     run_config = load_config(config.run)
-    specs = parse_models(config.models)
+    specs = parse_models(config.models, config.max_tokens)
     held = choose_states(config.run, parse_choice(config.states), config.seed)
     sticks = yardsticks(config.run, held)
     check_credentials(specs)

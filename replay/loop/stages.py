@@ -210,8 +210,10 @@ def eval_models(pairs: list[tuple[Student, str]]) -> str:
 
 
 def eval_argv(config: LoopConfig, models: str) -> list[str]:
+    """replay.eval at the held-out states; the students' replies capped as in the rollouts (--max-tokens)."""
+    cap = ["--max-tokens", str(config.max_tokens)] if config.max_tokens is not None else []
     return [PY, "-m", "replay.eval", "--run", str(config.heldout_run), "--models", models, "--states", "all",
-            "--seed", str(config.seed)]
+            "--seed", str(config.seed), *cap]
 
 
 def keep_eval(config: LoopConfig, round_: int) -> Path:
