@@ -60,7 +60,12 @@ def convert(gguf_dir: Path, out: Path) -> dict:
     name = Path(GGUF).name
     tokenizer = AutoTokenizer.from_pretrained(gguf_dir, gguf_file=name)
     loaded = AutoModelForCausalLM.from_pretrained(gguf_dir, gguf_file=name)
-    model = AutoModelForCausalLM.from_config(loaded.config)
+    config = loaded.config
+    # The loaded config says its weights are GGUF-quantized; these are not (dequantized), and trainers refuse
+    # a model whose config says so ("quantized with QuantizationMethod.GGUF ... do not support training").
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    model = AutoModelForCausalLM.from_config(config)
     model.load_state_dict(loaded.state_dict(), strict=True)   # every weight matched, or a loud failure
     model.generation_config = loaded.generation_config
     model.save_pretrained(out)
