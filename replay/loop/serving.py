@@ -171,6 +171,11 @@ class TransformersEngine(Engine):
             argv = [str(binary), "serve", "--host", "127.0.0.1", "--port", str(port),
                     "--device", self.config.device, "--log-level", "info"]
             process = self._start("serve", argv, "transformers serve")
+        # Loaded before it is asked: `GET /v1/models` lists the models loaded so far, and collect.run's
+        # start-up check refuses a name the list lacks (a later round's folder, while round 0's is loaded).
+        httpx.post(f"{process.root}/v1/chat/completions", timeout=START_TIMEOUT,
+                   json={"model": student.name, "max_tokens": 1,
+                         "messages": [{"role": "user", "content": "ready?"}]})
         return f"{process.root}/v1"
 
 
