@@ -67,9 +67,6 @@ class Ledger:
         self.data["rounds"].setdefault(str(round_), {"stages": {}})[key] = value
         self.save()
 
-    def round(self, round_: int) -> dict[str, Any]:
-        return self.data["rounds"].get(str(round_), {"stages": {}})
-
     def save(self) -> None:
         temp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
         temp.write_bytes(orjson.dumps(self.data, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))

@@ -110,7 +110,7 @@ class Loop:
     def verify(self, round_: int) -> dict[str, Any]:
         who = student(self.config, round_ - 1)
         pairs = self.dir(round_) / "pairs"
-        self._run(round_, "verify", stages.verify_argv(self.config, who, self.engine.url(who), pairs,
+        self._run(round_, "verify", stages.verify_argv(self.config, self.engine.url(who), pairs,
                                                        self.dir(round_) / "collect"))
         return stages.verify_figures(pairs)
 

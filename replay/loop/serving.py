@@ -20,7 +20,6 @@ next start.
 from __future__ import annotations
 
 import os
-import shlex
 import shutil
 import signal
 import socket
@@ -114,9 +113,6 @@ class Engine:
     def url(self, student: Student) -> str:
         raise NotImplementedError
 
-    def name(self, student: Student) -> str:
-        return student.name
-
     def _start(self, key: str, argv: list[str], what: str, env: dict[str, str] | None = None) -> Process:
         port = int(argv[argv.index("--port") + 1])
         process = Process(argv, self.config.out / "logs" / f"serve-{len(self.processes)}.log", port, env)
@@ -157,8 +153,10 @@ def stop_leftovers(pids: Path) -> None:
 class TransformersEngine(Engine):
     def __init__(self, config: LoopConfig):
         super().__init__(config)
-        if shutil.which("transformers", path=os.path.dirname(sys.executable) + os.pathsep +
-                        os.environ.get("PATH", "")) is None:
+        # This interpreter's own `transformers` first: the one whose serving this environment installed.
+        self.binary = shutil.which("transformers", path=os.path.dirname(sys.executable) + os.pathsep +
+                                   os.environ.get("PATH", ""))
+        if self.binary is None:
             raise LoopError("--engine transformers needs transformers' `serve` command: pip install "
                             "'teacher-replay[loop]' (transformers[serving], accelerate)")
 
@@ -166,9 +164,7 @@ class TransformersEngine(Engine):
         process = self.processes.get("serve")
         if process is None:
             port = free_port()
-            binary = shutil.which("transformers", path=os.path.dirname(sys.executable) + os.pathsep +
-                                  os.environ.get("PATH", ""))
-            argv = [str(binary), "serve", "--host", "127.0.0.1", "--port", str(port),
+            argv = [self.binary, "serve", "--host", "127.0.0.1", "--port", str(port),
                     "--device", self.config.device, "--log-level", "info"]
             process = self._start("serve", argv, "transformers serve")
         # Loaded before it is asked: `GET /v1/models` lists the models loaded so far, and collect.run's
@@ -251,6 +247,3 @@ def open_engine(config: LoopConfig) -> Engine:
     engines: dict[str, Any] = {"transformers": TransformersEngine, "vllm": VllmEngine, "url": UrlEngine}
     return engines[config.engine](config)
 
-
-def quote(argv: list[str]) -> str:
-    return shlex.join(argv)

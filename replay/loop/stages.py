@@ -157,7 +157,7 @@ def paid(cache: Path, since: float) -> dict[str, Any]:
 
 # --- verify ------------------------------------------------------------------------------------------
 
-def verify_argv(config: LoopConfig, student: Student, url: str, pairs: Path, rollouts: Path) -> list[str]:
+def verify_argv(config: LoopConfig, url: str, pairs: Path, rollouts: Path) -> list[str]:
     return [PY, "-m", "replay.verify", "--run", str(pairs), "--rollouts", str(rollouts),
             "--instances", str(config.instances), "--student-url", url, "--max-turns", str(config.max_turns),
             "-q"]
