@@ -267,13 +267,13 @@ def rollout_files(scratch: Path, rollout_file: str | None) -> dict[str, bytes]:
 def remove_labelled(client: Any, labels: dict[str, str], keep_run: str | None = None) -> int:
     """Remove the engine's containers that carry every one of `labels` (all runs but `keep_run`); with no
     labels, none (an empty filter would match every container on the engine)."""
-    from collect.runtime import LABEL, remove_container
+    from collect.runtime import LABEL, containers, remove_container
 
     if not labels:
         return 0
     filters = {"label": [f"{key}={value}" for key, value in labels.items()]}
     gone = 0
-    for container in client.containers.list(all=True, filters=filters):
+    for container in containers(client, filters):
         if keep_run is not None and container.labels.get(LABEL) == keep_run:
             continue
         remove_container(container)
@@ -286,7 +286,7 @@ def sweep_on_node(labels: dict[str, str], keep_run: str | None = None) -> int:
     `keep_run`); with no labels, nothing (`remove_labelled`)."""
     import docker
 
-    from collect.runtime import LABEL, remove_container
+    from collect.runtime import LABEL, containers, remove_container
 
     if not labels:
         return 0
@@ -294,7 +294,7 @@ def sweep_on_node(labels: dict[str, str], keep_run: str | None = None) -> int:
     filters = {"label": [f"{key}={value}" for key, value in labels.items()]}
     gone = remove_labelled(client, labels, keep_run)
     if "teacher-replay.collect" in labels:      # the harness's graders are named after the run
-        for container in client.containers.list(all=True, filters={"name": labels[LABEL]}):
+        for container in containers(client, {"name": labels[LABEL]}):
             remove_container(container)
             gone += 1
     for network in client.networks.list(filters=filters):   # Claude Code's, once its containers are gone

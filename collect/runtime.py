@@ -183,6 +183,13 @@ class ContainerTracker:
                 log.warning("could not remove container %s: %s", container.id[:12], exc)
 
 
+def containers(client: Any, filters: dict[str, Any] | None = None, *, running: bool = False) -> list[Any]:
+    """The engine's containers matching `filters` (all of them, or only the running ones). docker-py lists,
+    then inspects each one: a container another process removes in between raised NotFound, which a
+    sweep or a poll beside a live run must take as "gone", not fail on."""
+    return client.containers.list(all=not running, filters=filters or {}, ignore_removed=True)
+
+
 def remove_container(container: Any) -> None:
     """Force-remove one container (and its anonymous volumes); one already gone is fine."""
     _remove(container)
@@ -205,8 +212,8 @@ def sweep(client: Any, run_id: str) -> int:
     import docker
 
     try:
-        found = {c.id: c for c in client.containers.list(all=True, filters={"label": f"{LABEL}={run_id}"})}
-        found.update({c.id: c for c in client.containers.list(all=True, filters={"name": run_id})})
+        found = {c.id: c for c in containers(client, {"label": f"{LABEL}={run_id}"})}
+        found.update({c.id: c for c in containers(client, {"name": run_id})})
         for container in found.values():
             _remove(container)
     except (docker.errors.DockerException, OSError) as exc:   # the report must still be written

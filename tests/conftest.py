@@ -23,6 +23,46 @@ def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
 
 
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
+    report = yield
+    if report.failed:
+        item.stash[_FAILED] = True
+    return report
+
+
+_FAILED = pytest.StashKey[bool]()
+
+
+@pytest.fixture(autouse=True)
+def _contained(request: pytest.FixtureRequest) -> Any:
+    """After a docker test that failed: stop the runs it started and remove what they left on the engine.
+    Every docker test asserts the engine holds nothing of its own when it ends; a failed one (its driver
+    still running, its containers still up) would otherwise fail every test after it in the session."""
+    yield
+    if request.node.get_closest_marker("docker") and request.node.stash.get(_FAILED, False):
+        _stop_runs()
+        _remove_stale(request.getfixturevalue("client"), "by the failed test")
+
+
+def _stop_runs() -> None:
+    """Kill this session's child processes running one of the project's commands (and their children)."""
+    import psutil
+
+    for child in psutil.Process().children(recursive=True):
+        try:
+            argv = child.cmdline()
+        except psutil.Error:
+            continue
+        module = argv[argv.index("-m") + 1] if "-m" in argv[:-1] else ""
+        if module.startswith(("collect.", "replay.")):
+            for process in [*child.children(recursive=True), child]:
+                try:
+                    process.kill()
+                except psutil.Error:
+                    pass
+
+
 @pytest.fixture(scope="session")
 def client() -> Any:
     """The docker engine, for tests marked `docker` (.ci/docker.sh starts one)."""
@@ -37,21 +77,21 @@ def client() -> Any:
     return engine
 
 
-def _remove_stale(engine: Any) -> None:
+def _remove_stale(engine: Any, by: str = "by an earlier test session") -> None:
     """Remove what an earlier, killed test session left on the engine (its containers survive a restart of
     dockerd): every docker test asserts its run left nothing behind, and would fail on those instead.
     (Two test sessions on one engine at once never worked: each would see the other's containers.)"""
-    from collect.runtime import LABEL
+    from collect.runtime import LABEL, containers
 
-    stale = {c.id: c for c in engine.containers.list(all=True, filters={"label": LABEL})}
-    stale.update({c.id: c for c in engine.containers.list(all=True) if c.name.startswith("sweb.eval.toy")})
+    stale = {c.id: c for c in containers(engine, {"label": LABEL})}
+    stale.update({c.id: c for c in containers(engine) if c.name.startswith("sweb.eval.toy")})
     for container in stale.values():
         container.remove(force=True)
     networks = engine.networks.list(filters={"label": LABEL})
     for network in networks:
         network.remove()
     if stale or networks:
-        print(f"removed {len(stale)} containers and {len(networks)} networks left by an earlier test session")
+        print(f"removed {len(stale)} containers and {len(networks)} networks left {by}")
 
 
 def shared(path: Path) -> Path:

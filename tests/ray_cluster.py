@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from collect.cluster import LABEL_NODE, loopback_only
+from collect.runtime import containers
 
 NODE_ARGS = {"num_cpus": 1, "resources": {"docker": 1}, "object_store_memory": 80 * 1024 * 1024}
 
@@ -28,4 +29,4 @@ def ray_cluster(workers: int) -> Iterator[Any]:
 
 def node_containers(client: Any) -> dict[str, str]:
     """The node each running rollout container of a --ray run is on (container name -> node)."""
-    return {c.name: c.labels[LABEL_NODE] for c in client.containers.list(filters={"label": LABEL_NODE})}
+    return {c.name: c.labels[LABEL_NODE] for c in containers(client, {"label": LABEL_NODE}, running=True)}

@@ -25,7 +25,7 @@ import pytest
 from collect.claude_code_cli import cached_binary, fetch_binary, load_claude_code_spec
 from collect.config import CollectError
 from collect.instances import image_name
-from collect.runtime import LABEL
+from collect.runtime import LABEL, containers
 from ingestion.store import load_states
 from tests.collect_toy import (
     IMAGE_TAG,
@@ -118,7 +118,7 @@ def baked_tag(client: Any, cli: Path, plain_tag: str) -> str:
 
 
 def leftovers(client: Any) -> list[str]:
-    ours = [c.name for c in client.containers.list(all=True, filters={"label": LABEL})]
+    ours = [c.name for c in containers(client, {"label": LABEL})]
     networks = [n.name for n in client.networks.list(filters={"label": LABEL})]
     return ours + networks
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from collect.runtime import LABEL
+from collect.runtime import LABEL, containers
 from ingestion.rollouts import is_rollout_file, iter_rollout_states
 from ingestion.stats import IngestStats
 from ingestion.store import load_states
@@ -40,8 +40,8 @@ def image_tag(client: Any) -> str:
 
 def leftovers(client: Any) -> list[str]:
     """Containers of any collect run: ours by label, the harness's by its `sweb.eval.` name."""
-    ours = client.containers.list(all=True, filters={"label": LABEL})
-    graders = [c for c in client.containers.list(all=True) if c.name.startswith("sweb.eval.toy")]
+    ours = containers(client, {"label": LABEL})
+    graders = [c for c in containers(client) if c.name.startswith("sweb.eval.toy")]
     return [c.name for c in ours + graders]
 
 

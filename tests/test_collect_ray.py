@@ -19,7 +19,7 @@ import pytest
 
 from collect.instances import image_name
 from collect.on_ray import LABEL_OUT, out_key
-from collect.runtime import LABEL
+from collect.runtime import LABEL, containers
 from tests.collect_toy import FIX, NAMESPACE, VLLM_SCRIPTS, ensure_instance_images, toy_instance, toy_policy
 from tests.ray_cluster import NODE_ARGS, node_containers, ray_cluster
 from tests.test_collect_docker import ROOT, command, leftovers, records
@@ -126,7 +126,7 @@ def test_a_ray_run_survives_a_lost_node_and_equals_a_local_run(tmp_path: Path, c
                                   "--evaluate"), tmp_path / "ray")
     assert (again["started"], again["resumed"], again["rollouts"], again["resolved"]) == (0, 6, 6, 6)
     assert written == {i: (tmp_path / "ray" / f"{i}.rollout.jsonl").read_bytes() for i in IDS}
-    assert stale.id not in {c.id for c in client.containers.list(all=True)}
+    assert stale.id not in {c.id for c in containers(client)}
     assert leftovers(client) == []
     cluster.add_node(**NODE_ARGS)                               # for the next test
     cluster.wait_for_nodes()
@@ -147,7 +147,7 @@ def test_sigint_on_the_driver_cancels_the_tasks_and_removes_their_containers(
     assert driver.returncode == 130, stderr
     report = json.loads((tmp_path / "ray/report.json").read_text())
     assert report["interrupted"] is True and report["errors"] == {"interrupted": 3}
-    assert leftovers(client) == [] and not client.containers.list(all=True, filters={"label": LABEL})
+    assert leftovers(client) == [] and not containers(client, {"label": LABEL})
 
 
 def test_a_student_only_the_driver_reaches_fails_at_once(tmp_path: Path, client: Any, cluster: Any,

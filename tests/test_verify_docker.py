@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from collect.runtime import LABEL
+from collect.runtime import LABEL, containers
 from tests.collect_toy import NAMESPACE, ensure_instance_images, toy_instance
 from tests.llm_server import LLMServer
 from tests.verify_toy import EXPECTED, student_policy, teacher
@@ -68,9 +68,9 @@ def toy(client: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Toy]:
 def leftovers(client: Any, ids: Any = CASES) -> list[str]:
     """Containers of this file's verifications (labelled by a verify run) or of its instances: the engine
     is shared with other tests that may be running."""
-    ours = [c.name for c in client.containers.list(all=True, filters={"label": LABEL})
+    ours = [c.name for c in containers(client, {"label": LABEL})
             if c.labels.get(LABEL, "").startswith("verify-")]
-    return ours + [c.name for c in client.containers.list(all=True) if any(f".{i}." in c.name for i in ids)]
+    return ours + [c.name for c in containers(client) if any(f".{i}." in c.name for i in ids)]
 
 
 def verify(run: Path, toy: Toy, *extra: str) -> subprocess.CompletedProcess:
@@ -221,7 +221,7 @@ def test_a_sweep_removes_only_the_containers_of_its_labels(client: Any) -> None:
                                      labels={LABEL: run, LABEL_OUT: folder}) for run in runs]
 
     def left() -> list[str]:
-        found = client.containers.list(all=True, filters={"label": f"{LABEL_OUT}={folder}"})
+        found = containers(client, {"label": f"{LABEL_OUT}={folder}"})
         return [container.labels[LABEL] for container in found]
 
     try:

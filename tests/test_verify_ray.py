@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from collect.cluster import LABEL_NODE
-from collect.runtime import LABEL
+from collect.runtime import LABEL, containers
 from tests.test_collect_ray import WORKERS, cluster  # noqa: F401  (the fixture)
 from tests.test_verify_docker import CASES, ROOT, Toy, by_instance, leftovers, toy  # noqa: F401
 from tests.verify_toy import EXPECTED
@@ -29,7 +29,7 @@ pytestmark = pytest.mark.docker
 
 def branch_nodes(client: Any) -> dict[str, str]:
     """The node each running branch container of a verification is on."""
-    return {c.name: c.labels[LABEL_NODE] for c in client.containers.list(filters={"label": LABEL_NODE})
+    return {c.name: c.labels[LABEL_NODE] for c in containers(client, {"label": LABEL_NODE}, running=True)
             if c.labels.get(LABEL, "").startswith("verify-")}
 
 
