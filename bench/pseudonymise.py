@@ -9,7 +9,8 @@ process, `--repeat` times, interleaved (every other round in reverse order): thi
 (pseudonymisation on), this checkout with `--no-pseudonymise`, and `--baseline` (a checkout of the commit
 before, e.g. `git worktree add /tmp/base 7b412fc`). Printed: median seconds and the ratio to the
 baseline; then, in each variant's OUT (every file), the user names of home paths (`/Users/NAME`,
-`/home/NAME`, `C:\\Users\\NAME`, `-Users-NAME-`), those names as bare words, and e-mail addresses, as
+`/home/NAME`, `C:\\Users\\NAME`, `-Users-NAME-`), those names as bare words, e-mail addresses, and the
+names before a personal address in git's and mail's fields (`Author: NAME <address>`), as
 occurrences and distinct values; and whether the states, traces and turns are the same (ids, turns,
 tool names of the student's actions). With `--teacher-states N`, the first N states are also put to a
 loopback teacher (tests/llm_server.py, scripted answers) with and without pseudonymisation, and the same
@@ -36,6 +37,9 @@ sys.path.insert(0, str(ROOT))
 
 from teachers.pseudonyms import _DOMAIN, _LOCAL, _keep_email, is_personal_name  # noqa: E402
 
+_FIELD_NAME = re.compile(r"(?:Author|Committer|From|To|Cc|Co-Authored-By|Signed-off-by): "
+                         r"(?P<name>[^<>\n\\\"]{1,60}?) <(?P<address>[^<>@\s]+@[^<>\s]+)>")
+_PLACEHOLDER_EMAIL = re.compile(r"email-[0-9a-f]{6}@example\.com$")
 HOME = re.compile(rb"(?:/Users/|/home/|Users\\\\{1,2}|-Users-|-home-)([A-Za-z0-9_][A-Za-z0-9._-]*)")
 
 
@@ -55,10 +59,16 @@ def personal(data: bytes, bare: set[str]) -> dict[str, Counter[str]]:
         local = _LOCAL.search(text, max(0, match.start() - 64), match.start())
         if local is not None and not _keep_email(address := text[local.start():match.end()]):
             emails[address.lower()] += 1
+    names: Counter[str] = Counter()       # `Author: NAME <address>`: a personal address, or one replaced
+    for match in _FIELD_NAME.finditer(text):
+        address, name = match["address"], match["name"]
+        if ((_PLACEHOLDER_EMAIL.match(address) or (_DOMAIN.search(address) and not _keep_email(address)))
+                and is_personal_name(name) and not name.endswith("[bot]")):
+            names[name] += 1
     words: Counter[str] = Counter()
     for name in bare:
         words[name] = len(re.findall(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text, re.IGNORECASE))
-    return {"home_user_names": homes, "bare_names": +words, "emails": emails}
+    return {"home_user_names": homes, "bare_names": +words, "emails": emails, "display_names": names}
 
 
 def _out_bytes(out: Path) -> bytes:

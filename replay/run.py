@@ -158,7 +158,8 @@ def _teacher_flags(group: argparse._ArgumentGroup) -> None:
                             "are redacted once, right after ingestion; the dataset card says which)")
     group.add_argument("--no-pseudonymise", action="store_true",
                        help="keep personal data as it is (default: user names of home paths, e-mail "
-                            "addresses, machine names, public IP addresses and phone numbers become stable "
+                            "addresses and the names before them (Author: NAME <address>), machine names, "
+                            "public IP addresses and phone numbers become stable "
                             "placeholders in requests and every output; the dataset card says which)")
     group.add_argument("--max-response-mb", type=positive_float, default=10.0, metavar="MB",
                        help="a teacher answer larger than this is a counted failure, never read whole (10)")

@@ -36,7 +36,7 @@ from configs import config_path
 
 PREFIX = "pii:"   # the kinds' prefix among a redactor's hits (secrets are counted by rule id)
 KINDS = ("user_name", "email", "host", "ip_address", "phone")
-_PLACEHOLDER = re.compile(r"^(?:user|email|host|ip|phone)-[0-9a-f]{6}$")
+_PLACEHOLDER = re.compile(r"^(?:user|email|host|ip|phone|person)-[0-9a-f]{6}$")
 
 # Every pattern starts with a literal, so Python's regex engine skips to its candidates at C speed (a
 # pattern opening with a look-behind or a character class crawls: 3 MB/s on real sessions); what must
@@ -49,6 +49,10 @@ _DRIVE = re.compile(r"(?<![\w])[A-Za-z]:(?:\\\\|\\|/)$")
 _HOME_AFTER = re.compile(r"(?:/mnt/[a-z]|file://|\\[nt]|\$\{?\w+\}?|\x1b\[[\d;]*m|\^I)$")
 _DOMAIN = re.compile(r"@(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?\.)+[A-Za-z]{2,24}(?![\w-]|\.[A-Za-z0-9])")
 _LOCAL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._%+-]{0,63}$")
+# The display name of an address (`Author: Logan Finney <lf@corp.io>`, `"Bo Li" <bo@x.org>`): one to four
+# words between a field's start (a line, `: `, a quote, `, `) and the `<` right before the address.
+_DISPLAY = re.compile(r"(?:^|\n|\\n|: |, |\"|\\\")"
+                      r"(?P<name>[^\W\d_][\w.'’-]*(?: [^\W\d_][\w.'’-]*){0,3})\\?\"? <$")
 _LAN_HOST = re.compile(r"\.(?:local|lan|home\.arpa)(?![\w-]|\.[A-Za-z0-9])")
 # Machine names that carry their owner's (`Alexs-MacBook-Pro`) and Windows' own (`DESKTOP-4F2K9QZ`):
 # one pattern per literal (an alternation of words starting differently is a slow scan in `re`).
@@ -210,7 +214,7 @@ def _splice(text: str, spans: list[tuple[int, int, str, str]], settings: Pseudon
         found.append(_hit(kind, value))
         tag = settings.tag(kind, value)
         mark = {"user_name": f"user-{tag}", "email": f"email-{tag}@example.com", "host": f"host-{tag}",
-                "ip_address": f"ip-{tag}", "phone": f"phone-{tag}"}[kind]
+                "ip_address": f"ip-{tag}", "phone": f"phone-{tag}", "person_name": f"person-{tag}"}[kind]
         out += [text[last:start], mark]
         last = end
     out.append(text[last:])
@@ -227,7 +231,18 @@ def _emails(text: str, settings: Pseudonyms) -> list[tuple[int, int, str, str]]:
         address = text[local.start():match.end()]
         if not _keep_email(address):
             spans.append((local.start(), match.end(), "email", address))
+            if text[local.start() - 1:local.start()] == "<":
+                spans += _display_name(text, local.start() - 1)
     return spans
+
+
+def _display_name(text: str, bracket: int) -> list[tuple[int, int, str, str]]:
+    """The person an address belongs to, named before it: the name of a personal address is personal too
+    (git's `Author:` lines; an address kept, `Claude <noreply@anthropic.com>`, keeps its name)."""
+    match = _DISPLAY.search(text, max(0, bracket - 80), bracket + 1)
+    if match is None or not is_personal_name(match["name"]) or match["name"].endswith("[bot]"):
+        return []
+    return [(match.start("name"), match.end("name"), "person_name", match["name"])]
 
 
 def _homes(text: str, settings: Pseudonyms) -> list[tuple[int, int, str, str]]:

@@ -34,6 +34,11 @@ NAMES = Pseudonyms(b"k", ("alex", "mark", "ubuntu"))
     ("Mark said so", "Mark", "user-"),                           # ... and as a name
     ("mail jesse@fsck.com now", "jesse@fsck.com", "@example.com now"),
     ("Co-Authored-By: Claude <noreply@anthropic.com>", "", "noreply@anthropic.com"),
+    # the name of a personal address is personal too: git log's Author lines, a quoted display name
+    ("Author: logan <1363+loganf27@users.noreply.github.com>", "logan", "Author: person-"),
+    ('commit 1a2b\\nAuthor: Logan Finney <lf@corp.io>\\nDate', "Logan", "\\nAuthor: person-"),
+    ('To: "Bo Li" <bo.li@corp.io>', "Bo Li", 'To: "person-'),
+    ("a = x<lf@corp.io>", "lf@corp.io", "a = x<email-"),
     ("git clone git@github.com:acme/app.git", "", "git@github.com"),
     ("systemctl restart getty@tty1.service; icon@2x.png", "", "getty@tty1.service; icon@2x.png"),
     ("136375980+alex@users.noreply.github.com", "noreply.github", "email-"),

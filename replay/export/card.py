@@ -326,9 +326,10 @@ def _pseudonymisation(config: RunConfig, report: Report) -> str:
     if not config.pseudonymise:
         return "OFF (--no-pseudonymise): user names, e-mail addresses and other personal data are as recorded"
     counts = ", ".join(f"{kind} {n}" for kind, n in report.pseudonymised.items()) or "none found"
-    return ("on: user names of home paths (and as words), e-mail addresses, machine names, public IP "
-            "addresses and phone numbers replaced by stable placeholders (`user-<tag>`, "
-            "`email-<tag>@example.com`, `host-<tag>`, `ip-<tag>`, `phone-<tag>`; the same value, the same "
+    return ("on: user names of home paths (and as words), e-mail addresses and the names written before "
+            "them, machine names, public IP addresses and phone numbers replaced by stable placeholders "
+            "(`user-<tag>`, `email-<tag>@example.com`, `person-<tag>`, `host-<tag>`, `ip-<tag>`, "
+            "`phone-<tag>`; the same value, the same "
             f"placeholder) in prompts, answers and every file; distinct values per trace: {counts}")
 
 

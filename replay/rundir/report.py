@@ -35,7 +35,8 @@ class Report(BaseModel):
     states_unselected: int = 0       # left out by --select: counted, never sent to a teacher
     # Issue #50: states never read, by the first filter that left them out (--project,
     # --exclude-project, --since, --until; no_timestamp under a date bound), and the personal data
-    # replaced by placeholders, distinct values per trace by kind (user_name, email, host, ip_address, phone).
+    # replaced by placeholders, distinct values per trace by kind (user_name, email, person_name, host,
+    # ip_address, phone).
     filtered: dict[str, int] = Field(default_factory=dict)
     pseudonymised: dict[str, int] = Field(default_factory=dict)
     # Beyond the contract: where the numbers above come from.
