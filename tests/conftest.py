@@ -78,15 +78,15 @@ def client() -> Any:
 
 
 def _remove_stale(engine: Any, by: str = "by an earlier test session") -> None:
-    """Remove what an earlier, killed test session left on the engine (its containers survive a restart of
-    dockerd): every docker test asserts its run left nothing behind, and would fail on those instead.
-    (Two test sessions on one engine at once never worked: each would see the other's containers.)"""
-    from collect.runtime import LABEL, containers
+    """Remove what an earlier, killed test session (or a failed test) left on the engine (its containers
+    survive a restart of dockerd): every docker test asserts its run left nothing behind, and would fail on
+    those instead. (Two test sessions on one engine at once never worked: each would see the other's.)"""
+    from collect.runtime import LABEL, containers, remove_container
 
     stale = {c.id: c for c in containers(engine, {"label": LABEL})}
     stale.update({c.id: c for c in containers(engine) if c.name.startswith("sweb.eval.toy")})
     for container in stale.values():
-        container.remove(force=True)
+        remove_container(container)   # one a killed run's own sweep removes meanwhile is fine
     networks = engine.networks.list(filters={"label": LABEL})
     for network in networks:
         network.remove()
