@@ -27,6 +27,7 @@ from typing import IO, Any
 
 import orjson
 
+from ingestion.exact import same_prefix
 from ingestion.schema import Action, ReplayError, ToolCall, TraceState
 
 STATES_FILE = "states.jsonl"
@@ -161,11 +162,11 @@ class _Writer:
     def _ranges(self, messages: list[Message], out: IO[bytes]) -> list[list[int]]:
         """The ranges of `messages`. A history usually extends the previous state's: then only what it
         adds is looked at (the shared part is one list comparison, mostly of identical objects), so a
-        state costs what it adds, not its whole history again."""
+        state costs what it adds, not its whole history again. The same JSON, not `==`
+        (ingestion/exact.py): a message resent with `1.0` for `1` is stored as it was sent."""
         previous, known, known_ranges = self._previous
-        size = len(previous)
-        if size and len(messages) >= size and messages[:size] == previous:
-            tail = self._indices(messages[size:], out)
+        if same_prefix(messages, previous):
+            tail = self._indices(messages[len(previous):], out)
             indices = known + tail
             ranges = list(known_ranges)
             added = to_ranges(tail)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from ingestion.exact import same_json, same_prefix
 from ingestion.schema import Action, TraceState
 from teachers.pseudonyms import PREFIX, Pseudonyms
 from teachers.redact import redact_found, redact_value
@@ -86,11 +87,11 @@ class StateRedactor:
     def _messages(self, originals: list[Any]) -> tuple[list[Any], list[tuple[str, str]]]:
         # A state's history mostly extends the previous state's: that part is redacted already, found
         # with one list comparison instead of a memo lookup per message (which grows with the square
-        # of a session's length).
+        # of a session's length). Compared as JSON, not by `==` (ingestion/exact.py): a message resent
+        # with `1.0` for `1` or its keys in another order keeps its own bytes.
         previous, redacted, hits = self._last
-        size = len(previous)
-        if size and len(originals) >= size and originals[:size] == previous:
-            messages, found, rest = list(redacted), list(hits), originals[size:]
+        if same_prefix(originals, previous):
+            messages, found, rest = list(redacted), list(hits), originals[len(previous):]
         else:
             messages, found, rest = [], [], originals
         for message in rest:
@@ -104,10 +105,12 @@ class StateRedactor:
         # A trace's states share one tool list: so do their redacted states (the writer then stores
         # it once by identity, without serialising tens of kB of schemas again for every state). The
         # traces of a session mostly have equal lists: one comparison instead of a walk of the schemas.
-        # What it found is counted again in every trace that uses it.
+        # What it found is counted again in every trace that uses it. The same JSON, not `==` (issue
+        # #55): an Anthropic-API rollout's tools, equal but in another key order, went on into the next
+        # rollouts' states, and only in a process that had read that rollout just before.
         previous, redacted, found = self._last_tools
         if originals is not previous:
-            if originals != previous:
+            if previous is None or not same_json(originals, previous):
                 redacted, found = [], []
                 for tool in originals:
                     out, hits = self._shared(tool)
