@@ -44,6 +44,7 @@ class ExportOptions(StrictModel):
     test_split: float | None = None                             # share of rows in `test`, by trace
     license: str | None = None                                  # the card's license (Hub identifier)
     format: Literal["dpo", "kto", "sft"] = "dpo"                # the trainer's (replay/export/formats.py)
+    swap_pairs: bool = False                                    # a control: chosen and rejected exchanged
 
 
 class RunConfig(StrictModel):

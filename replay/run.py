@@ -207,6 +207,10 @@ def _export_flags(group: argparse._ArgumentGroup) -> None:
                             "DPOTrainer; kto: unpaired prompt/completion/label rows for KTOTrainer (the "
                             "consensus desirable, a student action that failed undesirable); sft: prompt + "
                             "the consensus for SFTTrainer. Each keeps `tools` and the provenance columns")
+    group.add_argument("--swap-pairs", action="store_true",
+                       help="a control, not for training a student you want: every pair's chosen and "
+                            "rejected exchanged before the format is made (the student's action preferred to "
+                            "the consensus); counted in report.json extra.swapped")
     group.add_argument("--license", metavar="ID",
                        help="the dataset card's license, a Hugging Face identifier (e.g. mit, cc-by-4.0; "
                             "default: unknown)")
@@ -286,7 +290,8 @@ def _export_options(args: argparse.Namespace) -> ExportOptions:
     return ExportOptions(preflight_tokenizer=args.preflight_tokenizer, max_length=args.max_length,
                          push_to_hub=args.push_to_hub, tokenizer=args.tokenizer or args.preflight_tokenizer,
                          preflight_templates=templates,
-                         test_split=args.test_split, license=args.license, format=args.format)
+                         test_split=args.test_split, license=args.license, format=args.format,
+                         swap_pairs=args.swap_pairs)
 
 
 def _lacking(specs: Sequence[TeacherSpec]) -> dict[str, list[str]]:

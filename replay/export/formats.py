@@ -100,6 +100,23 @@ def dpo_rows(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
             if row.get("verdict", "pair") == "pair"]
 
 
+def swap_rows(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`--swap-pairs`, a control: each pair's chosen and rejected exchanged (new dicts; agree and abstained
+    rows, and pairs without a chosen, are the same objects). Every format is then made from these rows:
+    DPO prefers the student's action, KTO's desirable row is the student's action, SFT imitates it.
+
+    >>> a = lambda text: [{"role": "assistant", "content": text}]
+    >>> rows = [{"chosen": a("cons"), "rejected": a("stud"), "verdict": "pair"},
+    ...         {"chosen": a("same"), "rejected": a("same"), "verdict": "agree"}]
+    >>> [(r["chosen"][0]["content"], r["rejected"][0]["content"]) for r in swap_rows(rows)]
+    [('stud', 'cons'), ('same', 'same')]
+    >>> swap_rows(rows)[1] is rows[1]
+    True
+    """
+    return [{**row, "chosen": row["rejected"], "rejected": row["chosen"]}
+            if row.get("verdict", "pair") == "pair" and row.get("chosen") else row for row in rows]
+
+
 def format_rows(rows: Iterable[dict[str, Any]], fmt: str) -> list[dict[str, Any]]:
     """The rows of `fmt` (one of `FORMATS`) from `settle`'s rows."""
     return {"dpo": dpo_rows, "kto": kto_rows, "sft": sft_rows}[fmt](rows)

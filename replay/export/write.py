@@ -8,7 +8,7 @@ from typing import Any
 from replay.export.card import run_card_info
 from replay.export.checks import check_rows, load_templates
 from replay.export.dataset import export_dataset, push_to_hub, write_card
-from replay.export.formats import format_counts, format_rows
+from replay.export.formats import format_counts, format_rows, swap_rows
 from replay.options import RunConfig
 from replay.rundir.report import Report
 
@@ -26,6 +26,9 @@ def check_export(config: RunConfig) -> None:
 def export_pairs(config: RunConfig, out: Path, rows: list[dict[str, Any]], report: Report) -> None:
     """Length re-check and pre-flight, then the dataset, pairs.jsonl and the dataset card, into `out`."""
     fmt = config.export.format
+    if config.export.swap_pairs:
+        before, rows = rows, swap_rows(rows)
+        report.extra["swapped"] = sum(a is not b for a, b in zip(before, rows, strict=True))
     judged, rows = rows, format_rows(rows, fmt)
     rows, checks = check_rows(rows, config.export)
     report.extra["format"] = format_counts(judged, rows, fmt)
