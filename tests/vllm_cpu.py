@@ -146,9 +146,10 @@ def server_env(lora: bool = False) -> dict[str, str]:
 
 @contextlib.contextmanager
 def serve(model_dir: str | Path, *extra_args: str, lora: bool = False, log: Path | None = None,
-          timeout: float = START_TIMEOUT) -> Iterator[str]:
-    """A vLLM CPU server of `model_dir` on 127.0.0.1 (SERVER_FLAGS, then `extra_args`; `lora`: adapters,
-    loadable at run time); yields http://127.0.0.1:PORT/v1 once it lists its models, stops it after."""
+          timeout: float = START_TIMEOUT, env: dict[str, str] | None = None) -> Iterator[str]:
+    """A vLLM CPU server of `model_dir` on 127.0.0.1 (SERVER_FLAGS, then `extra_args`, which may repeat a
+    flag to override it; `lora`: adapters, loadable at run time; `env`: more variables); yields
+    http://127.0.0.1:PORT/v1 once it lists its models, stops it after."""
     python = python_of()
     port = free_port()
     argv = [str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
@@ -158,7 +159,7 @@ def serve(model_dir: str | Path, *extra_args: str, lora: bool = False, log: Path
         log = Path(tempfile.mkdtemp(prefix="vllm-cpu-")) / "server.log"
     with open(log, "ab") as handle:
         process = subprocess.Popen(argv, stdout=handle, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                   start_new_session=True, env=server_env(lora))
+                                   start_new_session=True, env={**server_env(lora), **(env or {})})
     try:
         _wait_ready(process, f"http://127.0.0.1:{port}/v1/models", log, timeout)
         yield f"http://127.0.0.1:{port}/v1"
