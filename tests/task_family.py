@@ -292,7 +292,7 @@ def module_text(package: str, bugged: Task | None = None) -> str:
     return text
 
 
-def test_text(package: str, functions: list[str], asserts: list[tuple[str, ...]]) -> str:
+def pytest_file(package: str, functions: list[str], asserts: list[tuple[str, ...]]) -> str:
     """A pytest file: one test per function, its asserts."""
     lines = [f"from {package} import {', '.join(sorted(set(functions)))}", ""]
     for function, checks in zip(functions, asserts, strict=True):
@@ -304,7 +304,7 @@ def repo_files(task: Task) -> dict[str, str]:
     """The instance's repository at its base commit: the buggy module and the other functions' tests."""
     others = [t for t in tasks() if t.package == task.package and t.index != task.index]
     return {task.path: module_text(task.package, task),
-            f"tests/test_{task.package}.py": test_text(task.package, [t.function for t in others],
+            f"tests/test_{task.package}.py": pytest_file(task.package, [t.function for t in others],
                                                       [t.asserts for t in others]),
             ".gitignore": GITIGNORE}
 
@@ -354,7 +354,7 @@ def instance(task: Task) -> dict[str, Any]:
     statement = (f"In {task.path}, `{task.example}` returns {got}, but it should return {want}. "
                  f"Please fix `{task.function}`.")
     test_patch = _new_file_diff("tests/test_issue.py",
-                                test_text(task.package, [task.function], [task.asserts]))
+                                pytest_file(task.package, [task.function], [task.asserts]))
     others = [t for t in tasks() if t.package == task.package and t.index != task.index]
     return {
         "repo": f"tiny/{task.package}", "instance_id": task.instance_id, "base_commit": "HEAD",

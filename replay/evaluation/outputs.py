@@ -24,7 +24,7 @@ JSON_FILE, MARKDOWN_FILE, PLOT_FILE, ANSWERS_FILE = "eval.json", "eval.md", "eva
 LABELS = {"consensus_exact": "consensus, exact", "consensus_intent": "consensus, intent",
           "student_exact": "repeats student, exact", "student_intent": "repeats student, intent",
           "recovery_exact": "student's recovery, exact", "recovery_intent": "student's recovery, intent",
-          "valid": "valid call"}
+          "valid": "valid (prose counts)", "tool_call": "valid tool call"}
 
 
 def cell(iv: Interval, signed: bool = False) -> str:

@@ -7,7 +7,10 @@ answer passes before it may vote).
 
 Scores, each 1, 0, or None where it does not apply:
 - `valid`: the answer parses (tool arguments a JSON object, not empty), names tools the state offers and
-  gives each tool's required arguments. Over every answered state.
+  gives each tool's required arguments. Over every answered state. Prose is valid (a teacher may answer
+  without a tool), so a student that never calls a tool scores 1 here:
+- `tool_call`: the answer is a valid call of an offered tool (valid, with at least one tool call). Over
+  every answered state.
 - `consensus_exact` / `consensus_intent`: the answer is the teachers' consensus (verdicts.jsonl). Over
   the states where the run reached one.
 - `student_exact` / `student_intent`: the answer repeats the student's own action. Over every answered
@@ -31,7 +34,7 @@ from ingestion.outcome import is_failed
 from ingestion.schema import Action, Proposal, TraceState
 
 METRICS = ("consensus_exact", "consensus_intent", "student_exact", "student_intent", "recovery_exact",
-           "recovery_intent", "valid")
+           "recovery_intent", "valid", "tool_call")
 # What each figure says, for the table and the JSON.
 MEANINGS = {
     "consensus_exact": "the teachers' consensus, canonically the same action",
@@ -40,7 +43,9 @@ MEANINGS = {
     "student_intent": "has the student's own action's intent",
     "recovery_exact": "at a failed state, the student's own correction, canonically",
     "recovery_intent": "at a failed state, the student's own correction's intent",
-    "valid": "a valid call: parses, names a tool the state offers, required arguments present",
+    "valid": "a valid answer: parses, names a tool the state offers, required arguments present (prose "
+             "is valid)",
+    "tool_call": "a valid call of an offered tool (prose is not one)",
 }
 # Answers that came back but do not parse (teachers.client.parse_action): invalid, not failed.
 UNPARSED = ("invalid_tool_arguments", "empty_response")
@@ -93,14 +98,18 @@ def score(proposal: Proposal, stick: Yardstick) -> Scores:
     >>> tools = [{"type": "function", "function": {"name": "Bash", "parameters": {"required": ["command"]}}}]
     >>> stick = Yardstick("s", "t", "/r", IntentContext("/r"), tools, ls, None, None)
     >>> got = score(Proposal(state_id="s", teacher="m", model="m", action=ls), stick)
-    >>> got["valid"], got["student_exact"], got["consensus_exact"], got["recovery_intent"]
-    (1, 1, None, None)
+    >>> got["valid"], got["tool_call"], got["student_exact"], got["consensus_exact"], got["recovery_intent"]
+    (1, 1, 1, None, None)
+    >>> prose = score(Proposal(state_id="s", teacher="m", model="m", action=Action(content="Done.")), stick)
+    >>> prose["valid"], prose["tool_call"]
+    (1, 0)
     """
     if not answered(proposal):
         return dict.fromkeys(METRICS)
     action = proposal.action
     valid = action is not None and (not stick.tools or invalid_reason(action, stick.tools) is None)
-    out: Scores = {"valid": int(valid)}
+    calls = valid and action is not None and bool(action.tool_calls)
+    out: Scores = {"valid": int(valid), "tool_call": int(calls)}
     consensus = stick.consensus
     targets = (("consensus", consensus),
                ("student", ConsensusResult(method="student", reached=True, action=stick.student)),

@@ -25,7 +25,8 @@ def rows(ledger: Ledger) -> list[dict[str, Any]]:
                          for s in ("collect", "resolve")) for k in ("prompt", "completion")}
         out.append({"round": round_, "resolve": resolve, "agreement": me.get("consensus_intent"),
                     "valid": me.get("valid"), "agreement_diff": diff.get("consensus_intent"),
-                    "valid_diff": diff.get("valid"), "held_out": train.get("held_out"),
+                    "valid_diff": diff.get("valid"), "tool_call": me.get("tool_call"),
+                    "tool_call_diff": diff.get("tool_call"), "held_out": train.get("held_out"),
                     "pairs": (stages.get("pairs") or {}).get("pairs"), "usd": round(usd, 6),
                     "student_tokens": tokens,
                     "seconds": {name: stage.get("seconds") for name, stage in stages.items()}})
@@ -68,13 +69,15 @@ def markdown(ledger: Ledger) -> str:
     table = rows(ledger)
     lines = ["# replay.loop", "", f"`{ledger.data['settings'].get('command', '')}`", "",
              "| round | resolve rate (held-out instances) | consensus agreement | Δ vs round 0 | "
-             "valid calls | Δ vs round 0 | held-out preference accuracy (before → after) | pairs | "
-             "teacher USD | student tokens (prompt / completion) |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "valid (prose counts) | Δ vs round 0 | tool calls | Δ vs round 0 | held-out preference accuracy "
+             "(before → after) | pairs | teacher USD | student tokens (prompt / completion) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in table:
         lines.append(f"| {row['round']} | {_resolve(row['resolve'])} | {_rate(row['agreement'])} | "
                      f"{_rate(row['agreement_diff']) if row['round'] else '–'} | {_rate(row['valid'])} | "
-                     f"{_rate(row['valid_diff']) if row['round'] else '–'} | {_held_out(row['held_out'])} | "
+                     f"{_rate(row['valid_diff']) if row['round'] else '–'} | {_rate(row['tool_call'])} | "
+                     f"{_rate(row['tool_call_diff']) if row['round'] else '–'} | "
+                     f"{_held_out(row['held_out'])} | "
                      f"{row['pairs'] if row['pairs'] is not None else '–'} | {row['usd']:.4f} | "
                      f"{row['student_tokens']['prompt']} / {row['student_tokens']['completion']} |")
     lines += ["", "Seconds per stage:", "", "| round | " + " | ".join(_stage_order(table)) + " |",
@@ -86,7 +89,9 @@ def markdown(ledger: Ledger) -> str:
     lines += ["", "Consensus agreement: the share of the held-out states (round 0's held-out rollouts, "
               "judged by the teachers once) where the round's student proposes the teachers' consensus "
               "(intent); Δ: round K minus round 0 on the same states, paired, with a 95% interval over "
-              "traces (replay.eval). Resolve rate: held-out instances resolved by the swebench harness, "
+              "traces (replay.eval). Valid: answers that parse and call offered tools correctly, prose "
+              "included; tool calls: valid answers that call a tool (prose is not one). Resolve rate: "
+              "held-out instances resolved by the swebench harness, "
               "Wilson 95% interval. Held-out preference accuracy: the share of the round's test-split pairs "
               "where the student prefers chosen, before and after the round's training (held_out.json).", ""]
     return "\n".join(lines)
@@ -107,7 +112,8 @@ def plot(ledger: Ledger, path: Path) -> None:
     table = rows(ledger)
     figure, axis = plt.subplots(figsize=(6, 3.5))
     for label, pick in (("consensus agreement", lambda r: r["agreement"]),
-                        ("valid calls", lambda r: r["valid"]),
+                        ("valid (prose counts)", lambda r: r["valid"]),
+                        ("tool calls", lambda r: r["tool_call"]),
                         ("resolve rate", lambda r: _as_rate(r["resolve"]))):
         points = [(r["round"], pick(r)) for r in table if pick(r) and pick(r).get("value") is not None]
         if not points:

@@ -227,9 +227,9 @@ def keep_eval(config: LoopConfig, round_: int) -> Path:
 
 
 def eval_figures(folder: Path) -> dict[str, Any]:
-    """Per model: consensus agreement and valid-call rate with intervals; the paired differences."""
+    """Per model: consensus agreement, valid and tool-call rates with intervals; the paired differences."""
     report = _json(folder / "eval.json")
-    wanted = ("consensus_exact", "consensus_intent", "valid")
+    wanted = ("consensus_exact", "consensus_intent", "valid", "tool_call")
 
     def rates(block: dict[str, Any]) -> dict[str, Any]:
         return {name: {k: block["rates"][name].get(k) for k in ("value", "low", "high", "n")}
