@@ -102,3 +102,26 @@ def test_swapped_pairs_are_the_pairs_with_chosen_and_rejected_exchanged(tmp_path
     else:   # SFT imitates the student's own actions at the pair states
         assert [r["completion"] for r in turned] == [r["rejected"] for r in rows]
     assert [r["state_id"] for r in turned] == [r["state_id"] for r in rows]
+
+
+def test_a_round_without_training_rows_is_its_parent(tmp_path: Path) -> None:
+    """The no-signal control's DPO rounds: every state agrees, replay.run writes no row, and replay.loop
+    serves round K-1 as round K instead of failing in replay.train (which refuses an empty dataset)."""
+    from replay.loop.config import LoopConfig
+    from replay.loop.run import Loop, student
+
+    base = tmp_path / "smol"
+    base.mkdir()
+    (base / "config.json").write_text("{}")
+    config = LoopConfig(instances=tmp_path / "t.jsonl", held_out=tmp_path / "h.jsonl", student=str(base),
+                        teachers="x", out=tmp_path / "loop")
+    loop = Loop(config, engine=None, ledger=None)  # type: ignore[arg-type]  # train calls neither
+    for round_ in (1, 2):
+        pairs = config.out / f"round-{round_}" / "pairs"
+        pairs.mkdir(parents=True)
+        (pairs / "report.json").write_text(json.dumps({"pairs": 0, "extra": {"dataset_rows": 0,
+                                                                              "splits": {"train": 0}}}))
+        figures = loop.train(round_)
+        assert figures["skipped"].startswith("no training rows") and figures["held_out"] is None
+        served = Path(student(config, round_).folder)
+        assert (served / "config.json").read_text() == "{}"

@@ -117,6 +117,10 @@ class Loop:
     def train(self, round_: int) -> dict[str, Any]:
         trained = self._fresh(self.dir(round_) / "trained")
         parent = student(self.config, round_ - 1)
+        if parent.adapter is not None and not Path(parent.adapter).exists():
+            parent = parent.model_copy(update={"adapter": None})   # an untrained round of round 0
+        if stages.training_rows(self.dir(round_) / "pairs") == 0:
+            return self.untrained(round_, parent, trained)
         self._run(round_, "train", stages.train_argv(self.config, round_, parent, self.dir(round_) / "pairs",
                                                      trained))
         figures = stages.train_figures(trained)
@@ -125,6 +129,21 @@ class Loop:
             merge(trained, student(self.config, 0).folder, self.dir(round_) / "student")
             figures["merge_seconds"] = round(time.monotonic() - began, 1)
         return figures
+
+
+    def untrained(self, round_: int, parent: Student, trained: Path) -> dict[str, Any]:
+        """The round's pairs hold no training rows (every state agreed with the teachers, as in the
+        no-signal control): nothing is trained, and round K is round K-1, copied where it is served from."""
+        if self.config.engine != "transformers" or is_hub_name(parent.folder):
+            raise LoopError(f"round {round_}: its pairs hold no training rows; only --engine transformers "
+                            f"with a local --student serves such a round (as round {round_ - 1})")
+        if self.config.lora_r > 0:
+            if parent.adapter is not None:
+                shutil.copytree(parent.adapter, trained, dirs_exist_ok=True)
+            shutil.copytree(parent.folder, self._fresh(self.dir(round_) / "student"))
+        else:
+            shutil.copytree(parent.folder, trained, dirs_exist_ok=True)
+        return {"skipped": f"no training rows: round {round_} is round {round_ - 1}", "held_out": None}
 
 
 def run_loop(config: LoopConfig, on_stage: Callable[[int, str], None] | None = None) -> Ledger:

@@ -189,6 +189,13 @@ def train_argv(config: LoopConfig, round_: int, parent: Student, pairs: Path, ou
     return argv + config.extra("train")
 
 
+def training_rows(pairs: Path) -> int | None:
+    """The rows replay.run wrote for training (its `train` split, or all with no split); None: not said."""
+    extra = _json(pairs / "report.json").get("extra") or {}
+    splits = extra.get("splits")
+    return splits.get("train", 0) if isinstance(splits, dict) else extra.get("dataset_rows")
+
+
 def train_figures(out: Path) -> dict[str, Any]:
     """held_out.json's preference accuracies before and after (absent without a test split)."""
     path = out / "held_out.json"
