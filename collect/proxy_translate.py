@@ -53,6 +53,22 @@ def _clean_message(message: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in message.items() if key not in ANTHROPIC_ONLY_MESSAGE_KEYS}
 
 
+def as_served(tool: dict[str, Any]) -> dict[str, Any]:
+    """A tool with its keys in the order vLLM renders them: the server reads each tool into its own model
+    (`type`, then `function`: `name`, `description`, `parameters`) and renders that, so a request recorded
+    in another order (litellm's adapter writes `parameters` first) would not render to its prompt's ids.
+
+    >>> as_served({"function": {"parameters": {}, "name": "a", "description": "d"}, "type": "function"})
+    {'type': 'function', 'function': {'name': 'a', 'description': 'd', 'parameters': {}}}
+    """
+    function = tool.get("function")
+    if not isinstance(function, dict):
+        return tool
+    ordered = {key: function[key] for key in ("name", "description", "parameters") if key in function}
+    rest = {key: value for key, value in tool.items() if key not in ("type", "function")}
+    return {"type": tool.get("type", "function"), "function": ordered | function, **rest}
+
+
 def to_openai(body: dict[str, Any], backend_model: str,
               sampling: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
     """A Messages request → (the OpenAI request for `backend_model`, litellm's tool-name mapping).
@@ -69,6 +85,8 @@ def to_openai(body: dict[str, Any], backend_model: str,
         if translated.get(key):
             request[key] = translated[key]
     request["messages"] = [_clean_message(m) for m in request.get("messages", [])]
+    if "tools" in request:
+        request["tools"] = [as_served(tool) for tool in request["tools"]]
     if "tools" not in request:
         request.pop("tool_choice", None)   # OpenAI servers reject a tool_choice without tools
     request.update(sampling)
