@@ -1,0 +1,210 @@
+"""Does the student learn? SmolLM2-135M-Instruct through rounds of `replay.loop` on #57's task family, with
+the teacher pool, the two controls, and DPO / KTO / SFT on the same teachers' answers.
+
+    python bench/learning.py --model /root/models/smollm2 [--out /tmp/learning] [--rounds 3]
+        [--arms pool-dpo,pool-kto,pool-sft,echo-dpo,swapped-dpo] [--train 8] [--held 20] ...
+
+The instances: tests/task_family.py (60 one-line bugs in six tiny packages; training instances from four
+packages, held-out ones from the other two, so the held-out code is new), images built once (about 2 s
+each). The teachers: loopback OpenAI-API servers on 127.0.0.1 (tests/learning_teachers.py), two entries of
+the pool on one server:
+
+- `pool`: both teachers know each instance's fix and work it step by step (read the file, edit, run the
+  tests, say it is fixed);
+- `echo` (no signal): at a training state both answer exactly the student's action there, so consensus is
+  the student's action, every state `agree`, and DPO makes no pair (the round is its parent: replay.loop
+  trains nothing); at held-out states they answer as `pool`, so every arm is judged against one yardstick;
+- `swapped`: the pool's answers, with `replay.run --swap-pairs` (chosen and rejected exchanged).
+
+Each arm is one `python -m replay.loop` folder under OUT (`arm-<teachers>-<format>`). Round 0 (the base
+student's resolve rate, the held-out states and their consensus, replay.eval of the base) is the same for
+every arm, so it runs once, in the first arm, and is copied into the others' folders with their own
+settings: each later arm resumes from round 1. Prints per arm and round, from each loop.json: consensus
+agreement, valid and tool-call rates at the held-out states with their paired difference against round 0
+(95% intervals over traces), the resolve rate with its Wilson interval, pairs, teacher calls, student tokens
+and seconds per stage; then one table of the formats side by side at the last round.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.collect_toy import NAMESPACE  # noqa: E402
+from tests.learning_teachers import EchoTeacher, FixingTeacher  # noqa: E402
+from tests.llm_server import LLMServer  # noqa: E402
+from tests.task_family import ensure_images, write_split  # noqa: E402
+
+ARMS = ("pool-dpo", "pool-kto", "pool-sft", "echo-dpo", "swapped-dpo")
+
+
+def parse() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add = parser.add_argument
+    add("--model", type=Path, required=True, help="examples/make_smollm2.py's folder")
+    add("--out", type=Path, default=Path("/tmp/learning"))
+    add("--arms", default=",".join(ARMS), help=f"which of {', '.join(ARMS)} (all)")
+    add("--rounds", type=int, default=3, help="rounds after round 0 (3)")
+    add("--train", type=int, default=8, help="training instances, round-robin over 4 packages (8)")
+    add("--held", type=int, default=20, help="held-out instances, of 2 packages (20: replay.eval's intervals "
+                                             "are reliable from 20 traces)")
+    add("--samples", type=int, default=2, help="rollouts per training instance and round (2)")
+    add("--max-turns", type=int, default=3, help="student turns per rollout (3: read, edit, test)")
+    add("--max-tokens", type=int, default=96, help="student tokens per turn (96: one call fits)")
+    add("--max-steps", type=int, default=8, help="training steps per round (8)")
+    add("--learning-rate", type=float, default=2e-4)
+    add("--batch-size", type=int, default=2)
+    add("--temperature", type=float, default=0.7, help="the student's sampling in rollouts (0.7)")
+    add("--device", default="cpu", help="transformers serve --device (cpu)")
+    return parser.parse_args()
+
+
+def loop_argv(args: argparse.Namespace, arm: str, url: str, split: tuple[Path, Path], tag: str) -> list[str]:
+    teachers, fmt = arm.split("-")
+    who = "echo" if teachers == "echo" else "fix"
+    run_args = "--per-teacher 2 --timeout 900" + (" --swap-pairs" if teachers == "swapped" else "")
+    return ["--instances", str(split[0]), "--held-out", str(split[1]), "--student", str(args.model.resolve()),
+            "--teachers", f"{who}1=openai/{who}1@{url}#price=3/15,{who}2=openai/{who}2@{url}#price=3/15",
+            "--out", str(args.out / f"arm-{arm}"), "--rounds", str(args.rounds), "--format", fmt,
+            "--device", args.device, "--max-turns", str(args.max_turns), "--max-tokens", str(args.max_tokens),
+            "--temperature", str(args.temperature), "--samples", str(args.samples), "--held-out-samples", "1",
+            "--test-split", "0.25", "--max-steps", str(args.max_steps), "--learning-rate",
+            str(args.learning_rate), "--batch-size", str(args.batch_size), "--max-length", "2048",
+            "--collect-args", f"--namespace {NAMESPACE} --image-tag {tag}", "--run-args", run_args,
+            *(["--cpu"] if args.device == "cpu" else [])]
+
+
+def seed_round0(source: Path, target: Path, argv: list[str]) -> None:
+    """Round 0 of `source` into `target` under `target`'s own settings: that loop resumes at round 1."""
+    from replay.loop.cli import build_parser
+    from replay.loop.config import LoopConfig
+    from replay.loop.run import settings
+
+    ledger = json.loads((source / "loop.json").read_text())
+    if (target / "loop.json").exists() or "eval" not in ledger["rounds"].get("0", {}).get("stages", {}):
+        return
+    target.mkdir(parents=True, exist_ok=True)
+    for name in ("round-0", "heldout-run"):
+        shutil.copytree(source / name, target / name)
+    shutil.copyfile(source / "teacher-cache.sqlite", target / "teacher-cache.sqlite")
+    config = LoopConfig(**vars(build_parser().parse_args(argv)), command="(seeded by bench/learning.py)")
+    (target / "loop.json").write_text(json.dumps({"settings": settings(config), "running": None,
+                                                  "rounds": {"0": ledger["rounds"]["0"]}}, indent=2))
+
+
+def rate(block: dict[str, Any] | None) -> str:
+    if not block or block.get("value") is None:
+        return "–"
+    low, high = block.get("low"), block.get("high")
+    return f"{block['value']:+.2f}" if low is None else f"{block['value']:.2f} [{low:.2f}, {high:.2f}]"
+
+
+def figures(out: Path) -> list[dict[str, Any]]:
+    """Per round of one arm's loop.json: what the bench prints."""
+    from replay.loop.ledger import Ledger
+    from replay.loop.report import rows
+
+    ledger = Ledger.__new__(Ledger)
+    ledger.data = json.loads((out / "loop.json").read_text())
+    table = rows(ledger)
+    for row in table:
+        stages = ledger.data["rounds"][str(row["round"])]["stages"]
+        row["teacher_calls"] = sum((stages.get(s) or {}).get("teacher_calls") or 0
+                                   for s in ("pairs", "heldout"))
+        row["skipped"] = (stages.get("train") or {}).get("skipped")
+    return table
+
+
+def show(arm: str, table: list[dict[str, Any]]) -> None:
+    print(f"\n## {arm}\n")
+    print("| round | consensus agreement | Δ vs 0 | valid (prose counts) | Δ vs 0 | tool calls | Δ vs 0 | "
+          "resolve rate | pairs | teacher calls | student tokens (prompt / completion) | seconds per stage |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in table:
+        resolve = r["resolve"] or {}
+        interval = resolve.get("interval") or (None, None)
+        solved = (f"{resolve['resolved']}/{resolve['evaluated']} [{interval[0]:.2f}, {interval[1]:.2f}]"
+                  if resolve.get("evaluated") else "–")
+        seconds = ", ".join(f"{k} {v:.0f}" for k, v in r["seconds"].items() if v is not None)
+        pairs = "0 (untrained)" if r["skipped"] else (r["pairs"] if r["pairs"] is not None else "–")
+        print(f"| {r['round']} | {rate(r['agreement'])} | {rate(r['agreement_diff'])} | {rate(r['valid'])} | "
+              f"{rate(r['valid_diff'])} | {rate(r['tool_call'])} | {rate(r['tool_call_diff'])} | {solved} | "
+              f"{pairs} | {r['teacher_calls']} | {r['student_tokens']['prompt']} / "
+              f"{r['student_tokens']['completion']} | {seconds} |")
+
+
+def formats_table(tables: dict[str, list[dict[str, Any]]]) -> None:
+    print("\n## The formats side by side (the pool's answers; last round against round 0)\n")
+    print("| format | round | Δ consensus agreement | Δ tool calls | resolve rate | pairs (rows) | train s |")
+    print("|---|---|---|---|---|---|---|")
+    for arm in ("pool-dpo", "pool-kto", "pool-sft"):
+        if not tables.get(arm):
+            continue
+        last = tables[arm][-1]
+        resolve = last["resolve"] or {}
+        print(f"| {arm.split('-')[1]} | {last['round']} | {rate(last['agreement_diff'])} | "
+              f"{rate(last['tool_call_diff'])} | {resolve.get('resolved', '–')}/"
+              f"{resolve.get('evaluated', '–')} | {last['pairs']} | {last['seconds'].get('train') or '–'} |")
+
+
+def main() -> int:
+    import docker
+
+    args = parse()
+    arms = [arm for arm in args.arms.split(",") if arm]
+    unknown = sorted(set(arms) - set(ARMS))
+    if unknown or not args.model.is_dir():
+        what = f"unknown arms {', '.join(unknown)}" if unknown else f"--model {args.model}: no such folder"
+        print(f"learning.py: error: {what}", file=sys.stderr)
+        return 2
+    split = write_split(args.out, args.train, args.held)
+    rows = [json.loads(line) for path in split for line in path.read_text().splitlines()]
+    began = time.monotonic()
+    tag, built = ensure_images(docker.from_env(), rows)
+    print(f"images: {len(built)} built in {time.monotonic() - began:.0f} s, {len(rows) - len(built)} there")
+    held_ids = {json.loads(line)["instance_id"] for line in split[1].read_text().splitlines()}
+    fixing = FixingTeacher()
+    echoes: dict[str, EchoTeacher] = {}   # the no-signal teachers of the arm running: its own states only
+    current = {"arm": arms[0]}
+
+    def respond(body: dict[str, Any]) -> Any:
+        echo = echoes.get(current["arm"])
+        return (echo if echo is not None and body.get("model", "").startswith("echo") else fixing)(body)
+
+    seconds: dict[str, float] = {}
+    with LLMServer(respond) as teachers:
+        for index, arm in enumerate(arms):
+            argv = loop_argv(args, arm, teachers.url, split, tag)
+            current["arm"] = arm
+            if arm.startswith("echo"):
+                echoes[arm] = EchoTeacher(args.out / f"arm-{arm}", held_ids)
+            if index:
+                seed_round0(args.out / f"arm-{arms[0]}", args.out / f"arm-{arm}", argv)
+            began = time.monotonic()
+            done = subprocess.run([sys.executable, "-m", "replay.loop", *argv], cwd=ROOT)
+            seconds[arm] = time.monotonic() - began
+            print(f"{arm}: replay.loop exit {done.returncode} in {seconds[arm]:.0f} s", flush=True)
+        misses = {arm: echo.misses for arm, echo in echoes.items()}
+        print(f"teacher requests: {len(teachers.requests)}; no-signal requests no state matched: {misses}")
+    tables = {arm: figures(args.out / f"arm-{arm}") for arm in arms
+              if (args.out / f"arm-{arm}/loop.json").is_file()}
+    for arm, table in tables.items():
+        show(arm, table)
+    formats_table(tables)
+    each = ", ".join(f"{arm} {s:.0f}" for arm, s in seconds.items())
+    print(f"\nwhole bench: {sum(seconds.values()):.0f} s ({each})")
+    print(subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
