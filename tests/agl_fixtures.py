@@ -3,7 +3,9 @@ for the two agentlightning venvs of tests/agl_venvs.py; nothing leaves 127.0.0.1
 
 - `seed/stream_<id>.json`: the seed example's span streams, recorded by agentlightning 0.3.0;
 - `gateway/rollouts.agl.jsonl`: an export of agentlightning 1.0.2's Gateway, written by
-  `python -m ingestion.agent_lightning.export`.
+  `python -m ingestion.agent_lightning.export`;
+- `anthropic/stream_<id>.json`: 0.3.0's span streams of two OpenAI-API rollouts and, between them, one
+  on the Anthropic Messages API (tests/agl_anthropic.py, issue #55).
 
 The wheel test (tests/test_wheel.py) reads them without installing agent-lightning; tests/test_agl_*.py
 make fresh ones with the real packages.
@@ -16,6 +18,7 @@ import tempfile
 from pathlib import Path
 
 from ingestion.agent_lightning.export import write_export
+from tests import agl_anthropic
 from tests.agl_rollouts import gateway, gateway_rollouts, seed_streams
 from tests.agl_venvs import python_of
 
@@ -32,6 +35,7 @@ def make(data: Path = DATA) -> None:
         with gateway(python_of("1.0.2")) as url:
             gateway_rollouts(url, Path(work) / "agent")
             write_export(url, data / "gateway" / "rollouts.agl.jsonl")
+    agl_anthropic.make(data / "anthropic")
 
 
 if __name__ == "__main__":
