@@ -27,14 +27,27 @@ with the previous prompt + completion; one that drops something does not.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 from tests.llm_server import LLMServer, Reply
+from tests.vllm_checks import (
+    before_validators,
+    body_errors,
+    error,
+    invalid,
+    not_json,
+    sampling_errors,
+    sanitize,
+    summary,
+    validation_errors,
+)
 from tests.vllm_formats import (  # noqa: F401  (re-exported: the tests import them from here)
     EOS,
     QWEN_EOS,
@@ -72,6 +85,12 @@ class VLLMConfig:
     # "chatml": the emulated template and tokenizer above; "model": the model's own chat template and
     # Qwen's BPE (tests/vllm_formats.py `ModelFormat`), what the token-prefix tests need.
     template: Literal["chatml", "model"] = "chatml"
+    # VLLM_ALLOW_RUNTIME_LORA_UPDATING=True: POST /v1/load_lora_adapter and /v1/unload_lora_adapter answer
+    # (without it vLLM does not register them: 404); an adapter loaded is a model name requests may ask.
+    lora_updates: bool = False
+
+LORA_ROUTES = ("/v1/load_lora_adapter", "/v1/unload_lora_adapter")
+NOT_FOUND = Reply({"detail": "Not Found"}, status=404)       # FastAPI's answer on a route it does not have
 
 
 class _ToyTokenizer:
@@ -101,11 +120,6 @@ def prompt_of(config: VLLMConfig, request: dict[str, Any]) -> str:
     return render(request.get("messages") or [], request.get("tools"), config.version, fmt)
 
 
-def error(message: str, kind: str = "BadRequestError", code: int = 400, param: str | None = None) -> Reply:
-    """vLLM's ErrorResponse: `{"error": {message, type, param, code}}`, status = code."""
-    return Reply({"error": {"message": message, "type": kind, "param": param, "code": code}}, status=code)
-
-
 def _overflow(config: VLLMConfig, prompt: int, max_tokens: int | None) -> Reply | int | None:
     """A context error, or the max_tokens the engine will use (0.33 clamps), or None (no limit asked)."""
     limit = config.max_model_len
@@ -119,28 +133,59 @@ def _overflow(config: VLLMConfig, prompt: int, max_tokens: int | None) -> Reply 
                          f"tokens ({max_tokens} > {limit} - {prompt}). None")
         return max_tokens if max_tokens is not None else limit - prompt
     if prompt > limit:                  # renderers/params.py _token_len_check
-        return error(f"This model's maximum context length is {limit} tokens. However, your prompt contains "
-                     f"{prompt} input tokens, which exceeds this limit even without any output tokens. "
-                     "Please reduce the length of the input prompt.", param="input_tokens")
-    budget = min(limit - prompt, max_tokens if max_tokens is not None else limit)   # get_max_tokens
-    if budget < 1:
-        return error(f"max_tokens must be at least 1, got {budget}.", param="max_tokens")
-    return budget
+        # The tokenizer stops at limit + 1 tokens (get_encode_kwargs), so that is the count it reports.
+        return invalid(f"This model's maximum context length is {limit} tokens. However, your prompt "
+                       f"contains at least {limit + 1} input tokens, which exceeds this limit even without "
+                       "any output tokens. Please reduce the length of the input prompt.", "input_tokens",
+                       limit + 1)
+    # get_max_tokens; SamplingParams refuses a budget under 1 (vllm_checks.sampling_errors)
+    return min(limit - prompt, max_tokens if max_tokens is not None else limit)
 
 
-def _logprobs(ids: list[int], tokenizer: Any) -> dict[str, Any]:
-    return {"content": [{"token": tokenizer.token_text(i), "logprob": -round(0.01 * (1 + i % 7), 4),
-                         "bytes": list(tokenizer.token_text(i).encode()), "top_logprobs": []} for i in ids]}
+def _logprobs(ids: list[int], tokenizer: Any, top: int) -> dict[str, Any]:
+    """One entry per token; `top_logprobs` holds the `top` likeliest (the sampled token first here)."""
+    def entry(i: int, rank: int = 0) -> dict[str, Any]:
+        text = tokenizer.token_text(i)
+        return {"token": text, "logprob": -round(0.01 * (1 + i % 7) + rank, 4), "bytes": list(text.encode())}
+    return {"content": [{**entry(i), "top_logprobs": [entry(i if rank == 0 else tokenizer.eos, rank)
+                                                      for rank in range(top)]} for i in ids]}
 
 
 def _hex(version: Version) -> str:
     return secrets.token_hex(16 if version == "0.10" else 8)   # utils.random_uuid: uuid4 hex / 64 bits
 
 
-def complete(config: VLLMConfig, policy: Policy, request: dict[str, Any]) -> Reply:
-    """One non-streaming /v1/chat/completions, as vLLM answers it."""
-    if request.get("model") not in (None, config.model):
-        return error(f"The model `{request.get('model')}` does not exist.", "NotFoundError", 404, "model")
+def fingerprint(config: VLLMConfig) -> str | None:
+    """`system_fingerprint`: 0.33's default (`--fingerprint-mode full`) vllm-VERSION-HASH8; 0.10.2: none."""
+    if config.version == "0.10":
+        return None
+    return f"vllm-0.33.0-{hashlib.sha256(repr(config).encode()).hexdigest()[:8]}"
+
+
+def refused(config: VLLMConfig, request: dict[str, Any], adapters: dict[str, str]) -> Reply | None:
+    """What 0.33 refuses before the prompt is rendered (0.10.2: only an unknown model)."""
+    if config.version == "0.33":
+        found = body_errors(request)
+        if found:
+            return validation_errors(found)
+        early = before_validators(request)
+        if early is not None:
+            return early
+    if request.get("model") not in (None, config.model, *adapters):
+        aliases = f" Valid aliases: {config.model}." if config.version == "0.33" else ""
+        return error(f"The model `{request.get('model')}` does not exist.{aliases}", "NotFoundError", 404,
+                     "model")
+    if config.version == "0.33" and not request.get("messages"):
+        return error("Cannot apply chat template to an empty conversation. Provide at least one message.")
+    return None
+
+
+def complete(config: VLLMConfig, policy: Policy, request: dict[str, Any],
+             adapters: dict[str, str] | None = None) -> Reply:
+    """One non-streaming /v1/chat/completions, as vLLM answers it (`adapters`: the LoRA names loaded)."""
+    early = refused(config, request, adapters or {})
+    if early is not None:
+        return early
     tools = request.get("tools")
     choice = request.get("tool_choice", "auto" if tools else "none")
     if choice == "auto" and tools and config.tool_parser is None and config.version == "0.10":
@@ -152,13 +197,19 @@ def complete(config: VLLMConfig, policy: Policy, request: dict[str, Any]) -> Rep
     budget = _overflow(config, len(prompt_ids), asked)
     if isinstance(budget, Reply):
         return budget
+    checked = sampling_errors(request, budget) if config.version == "0.33" else None
+    if checked is not None:
+        return checked
     written = policy(request)               # the text the model writes, or the very ids it sampled
     generated = (written if isinstance(written, list) else tokenizer.encode(written)) + [tokenizer.eos]
     ids, engine_finish = (generated, "stop") if len(generated) <= budget else (generated[:budget], "length")
     text = tokenizer.decode(ids)
     reasoning, content = split_reasoning(text) if config.reasoning_parser else (None, text)
     calls: list[dict[str, str]] = []
-    if config.tool_parser and choice == "auto" and tools:
+    # 0.33 reads "required" and a named tool from the model's own markup, as "auto" (hermes and qwen3 have
+    # a structural tag: abstract_tool_parser sets supports_required_and_named False), content at least "".
+    forced = config.version == "0.33" and (choice == "required" or isinstance(choice, dict))
+    if config.tool_parser and (choice == "auto" or forced) and tools:
         calls, content = extract_tool_calls(content or "", config.tool_parser)
         if not calls:
             content = content or None
@@ -178,12 +229,16 @@ def complete(config: VLLMConfig, policy: Policy, request: dict[str, Any]) -> Rep
     else:
         if not tool_calls:
             del message["tool_calls"]           # ChatMessage._serialize pops an empty list
+        if forced:
+            message["content"] = content or ""  # message_assembly.assemble_chat_message_fields
         message["reasoning"] = reasoning
-        # resolve_finish_reason: a cut call stays `length`
-        finish = "tool_calls" if calls and engine_finish == "stop" else engine_finish
+        # resolve_finish_reason: a cut call stays `length`; a named tool's call ends in `stop`
+        named = isinstance(choice, dict)
+        finish = "tool_calls" if calls and engine_finish == "stop" and not named else engine_finish
     wants_ids = bool(request.get("return_token_ids")) and config.token_ids
     out: dict[str, Any] = {"index": 0, "message": message,
-                           "logprobs": _logprobs(ids, tokenizer) if request.get("logprobs") else None,
+                           "logprobs": _logprobs(ids, tokenizer, request.get("top_logprobs") or 0)
+                           if request.get("logprobs") else None,
                            "finish_reason": finish, "stop_reason": None,
                            "token_ids": ids if wants_ids else None}
     if config.version == "0.33":
@@ -191,8 +246,9 @@ def complete(config: VLLMConfig, policy: Policy, request: dict[str, Any]) -> Rep
     usage: dict[str, Any] = {"prompt_tokens": len(prompt_ids), "total_tokens": len(prompt_ids) + len(ids),
                              "completion_tokens": len(ids), "prompt_tokens_details": None}
     body: dict[str, Any] = {"id": f"chatcmpl-{_hex(config.version)}", "object": "chat.completion",
-                            "created": int(time.time()), "model": config.model, "choices": [out],
-                            "service_tier": None, "system_fingerprint": None, "usage": usage,
+                            "created": int(time.time()), "model": request.get("model") or config.model,
+                            "choices": [out], "service_tier": None, "system_fingerprint": fingerprint(config),
+                            "usage": usage,
                             "prompt_logprobs": None, "prompt_token_ids": prompt_ids if wants_ids else None,
                             "kv_transfer_params": None}
     if config.version == "0.33":
@@ -206,6 +262,9 @@ def detokenize(config: VLLMConfig, request: dict[str, Any]) -> Reply:
     """POST /detokenize (at the server's root, beside /v1): `tokenizer.decode(tokens)`, special tokens kept
     (serving_tokenization.py / serve/tokenize/serving.py)."""
     tokens = request.get("tokens")
+    if config.version == "0.33" and not isinstance(tokens, list):
+        return validation_errors([{"type": "list_type", "loc": "body.tokens",
+                                   "msg": "Input should be a valid list", "input": summary(tokens)}])
     if not isinstance(tokens, list) or not all(isinstance(t, int) for t in tokens):
         return error("tokens: Input should be a valid list of integers", param="tokens")
     if request.get("model") not in (None, config.model):
@@ -213,12 +272,50 @@ def detokenize(config: VLLMConfig, request: dict[str, Any]) -> Reply:
     return Reply({"prompt": tokenizer_of(config).decode(tokens, skip_special=False)})
 
 
-def models(config: VLLMConfig) -> dict[str, Any]:
-    """GET /v1/models: a ModelList whose card carries max_model_len."""
-    card = {"id": config.model, "object": "model", "created": int(time.time()), "owned_by": "vllm",
-            "root": f"/models/{config.model}", "parent": None, "max_model_len": config.max_model_len,
-            "permission": []}
-    return {"object": "list", "data": [card]}
+def models(config: VLLMConfig, adapters: dict[str, str] | None = None) -> dict[str, Any]:
+    """GET /v1/models: a ModelList, the base model's card with max_model_len, then a card per LoRA adapter
+    loaded (parent: the base model); each card carries one ModelPermission."""
+    def card(name: str, root: str, parent: str | None, max_model_len: int | None) -> dict[str, Any]:
+        now = int(time.time())
+        permission = {"id": f"modelperm-{secrets.token_hex(8)}", "object": "model_permission", "created": now,
+                      "allow_create_engine": False, "allow_sampling": True, "allow_logprobs": True,
+                      "allow_search_indices": False, "allow_view": True, "allow_fine_tuning": False,
+                      "organization": "*", "group": None, "is_blocking": False}
+        return {"id": name, "object": "model", "created": now, "owned_by": "vllm", "root": root,
+                "parent": parent, "max_model_len": max_model_len, "permission": [permission]}
+    cards = [card(config.model, f"/models/{config.model}", None, config.max_model_len)]
+    cards += [card(name, path, config.model, None) for name, path in (adapters or {}).items()]
+    return {"object": "list", "data": cards}
+
+
+def lora(config: VLLMConfig, adapters: dict[str, str], route: str, request: dict[str, Any]) -> Reply | str:
+    """POST /v1/load_lora_adapter and /v1/unload_lora_adapter (serve/lora/api_router.py, models/serving.py):
+    a plain-text "Success: ..." or an error; `adapters` (name -> path) is updated in place."""
+    need = ("lora_name", "lora_path") if route == "load" else ("lora_name",)
+    missing = [{"type": "missing", "loc": f"body.{key}", "msg": "Field required", "input": summary(request)}
+               for key in need if key not in request]
+    if missing:
+        return validation_errors(missing)
+    name, path = request["lora_name"], request.get("lora_path")
+    if route == "unload":
+        if not name:
+            return error("'lora_name' needs to be provided to unload a LoRA adapter.", "InvalidUserInput")
+        if name not in adapters:
+            return error(f"The lora adapter '{name}' cannot be found.", "NotFoundError", 404)
+        del adapters[name]
+        return f"Success: LoRA adapter '{name}' removed successfully."
+    if not name or not path:
+        return error("Both 'lora_name' and 'lora_path' must be provided.", "InvalidUserInput")
+    if name == config.model:
+        return error(f"The lora adapter '{name}' conflicts with a served base model.", "InvalidUserInput")
+    if name in adapters and not request.get("load_inplace"):
+        return error(f"The lora adapter '{name}' has already been loaded. If you want to load the adapter in "
+                     "place, set 'load_inplace' to True.", "InvalidUserInput")
+    if not (Path(path) / "adapter_config.json").is_file():
+        return error(sanitize(f"Loading lora {name} failed: No adapter found for {path}"), "NotFoundError",
+                     404)
+    adapters[name] = path
+    return f"Success: LoRA adapter '{name}' added successfully."
 
 
 def validation_error_010(request: dict[str, Any], what: str) -> Reply:
@@ -231,6 +328,8 @@ class VLLMServer(LLMServer):
     """`with VLLMServer(policy, VLLMConfig(version="0.10")) as server:`; `server.url` ends in /v1.
 
     `intercept(request)` may answer a request first (a hung server, a failing one); None lets vLLM answer.
+    Routes: POST /v1/chat/completions (and /v1/completions, answered as chat), /detokenize, the LoRA routes
+    with `config.lora_updates`; GET /v1/models; anything else 404 `{"detail": "Not Found"}` as FastAPI says.
     """
 
     def __init__(self, policy: Policy, config: VLLMConfig | None = None,
@@ -239,11 +338,12 @@ class VLLMServer(LLMServer):
         self.policy = policy
         self.intercept = intercept
         self.detokenized: list[dict[str, Any]] = []      # POST /detokenize bodies (not in `requests`)
+        self.adapters: dict[str, str] = {}                 # LoRA adapters loaded at run time: name -> path
         super().__init__(self._respond)
 
     def _respond(self, request: dict[str, Any]) -> Reply:
         early = self.intercept(request) if self.intercept else None
-        return early if early is not None else complete(self.config, self.policy, request)
+        return early if early is not None else complete(self.config, self.policy, request, self.adapters)
 
     def _handler(self) -> Any:
         base = super()._handler()
@@ -251,18 +351,43 @@ class VLLMServer(LLMServer):
 
         class Handler(base):  # type: ignore[misc, valid-type]
             def do_GET(self) -> None:
-                if self.path.rstrip("/").endswith("/models"):
-                    self._send(Reply(models(server.config)))
+                if self.path.rstrip("/") == "/v1/models":
+                    self._send(Reply(models(server.config, server.adapters)))
                 else:
-                    self._send(error("Not Found", "NotFoundError", 404))
+                    self._send(NOT_FOUND)
 
             def do_POST(self) -> None:
-                if self.path.rstrip("/") != "/detokenize":    # vLLM serves it at the root, not under /v1
-                    super().do_POST()
+                path = self.path.rstrip("/")
+                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                try:
+                    body = json.loads(raw or b"{}")
+                except json.JSONDecodeError as bad:
+                    self._send(not_json(bad))
                     return
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
-                server.detokenized.append(body)
-                early = server.intercept(body) if server.intercept else None
-                self._send(early if early is not None else detokenize(server.config, body))
+                if path.endswith("/completions"):
+                    server._record(body, dict(self.headers))
+                    self._send(server.responder(body))
+                elif path == "/detokenize":                 # vLLM serves it at the root, not under /v1
+                    server.detokenized.append(body)
+                    early = server.intercept(body) if server.intercept else None
+                    self._send(early if early is not None else detokenize(server.config, body))
+                elif path in LORA_ROUTES and server.config.lora_updates:
+                    route = path.removeprefix("/v1/").removesuffix("_lora_adapter")
+                    answer = lora(server.config, server.adapters, route, body)
+                    if isinstance(answer, Reply):
+                        self._send(answer)
+                    else:
+                        self._send_text(answer)
+                else:
+                    self._send(NOT_FOUND)
+
+            def _send_text(self, text: str) -> None:
+                """A 200 in plain text, as the LoRA routes' `Response(content=...)` answers."""
+                payload = text.encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; charset=utf-8")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
 
         return Handler
