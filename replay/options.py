@@ -53,6 +53,7 @@ class RunConfig(StrictModel):
     dry_run: bool = False
     redact: bool = True               # one redaction pass per state, right after ingestion
     pseudonymise: bool = True         # personal data to placeholders in the same pass (issue #50)
+    names: bool = True                # people's names in prose too, where spaCy's model is had (issue #58)
     force: bool = False          # write into a non-empty folder replay.run did not make (deletes nothing)
     max_failed: float = 0.1      # share of the states put to teachers that may fail before exit 1
     select: list[str] = Field(default_factory=list)   # --select filters (replay/select/filters.py)

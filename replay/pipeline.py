@@ -78,16 +78,22 @@ def _run_into(work: Path, config: RunConfig, pool: TeacherPool | None, judge: Te
               console: Console, files: list[Path], stats: IngestStats) -> Report:
     """Ingest → select → ask → decide → export, into the run's fresh folder `work`."""
     from replay.ingest.pseudonyms import OPERATIONAL, pseudonymise_json, run_pseudonyms
+    from teachers.person_names import names_status
     from teachers.redact_state import StateRedactor
 
     key = redaction_key() if config.redact or config.pseudonymise else None
     pseudonyms = run_pseudonyms(files, key, config.redact) if key and config.pseudonymise else None
-    redactor = (StateRedactor(key if config.redact else None, pseudonyms)
+    redactor = (StateRedactor(key if config.redact else None, pseudonyms, config.names)
                 if config.redact or pseudonyms is not None else None)
+    names = names_status(config.pseudonymise, config.names,
+                         redactor is not None and redactor.people is not None)
+    if names.startswith("not looked for"):
+        console.print(f"[yellow]names in prose are {names}[/yellow]")   # once, before any state is read
     if pool is not None:
         pool.pseudonyms = pseudonyms   # answers too: no teacher can bring a name back
     report, _ = ingest_to_file(config.source, work, config.ingest, console, redactor, files, stats)
     report.dry_run = config.dry_run
+    report.extra["names_in_prose"] = names
     _check_scope(config, stats, report, console)
     if config.select:   # without filters, ingestion counted the outcomes (report.add_ingest)
         report.outcomes, report.states_unselected = select_into(work, config.select)

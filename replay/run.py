@@ -161,6 +161,10 @@ def _teacher_flags(group: argparse._ArgumentGroup) -> None:
                             "addresses and the names before them (Author: NAME <address>), machine names, "
                             "public IP addresses and phone numbers become stable "
                             "placeholders in requests and every output; the dataset card says which)")
+    group.add_argument("--no-names", action="store_true",
+                       help="keep people's names in prose as they are (default, with the names extra "
+                            "installed: names in user prompts and assistant text, found by spaCy's English "
+                            "NER and a list of given names, become person-<tag>; see docs/security.md)")
     group.add_argument("--max-response-mb", type=positive_float, default=10.0, metavar="MB",
                        help="a teacher answer larger than this is a counted failure, never read whole (10)")
     group.add_argument("--batch", action="store_true",
@@ -272,7 +276,8 @@ def config_from_args(args: argparse.Namespace, argv: list[str]) -> RunConfig:
     sources = split_sources(args.source)
     return RunConfig(
         source=sources[0] if len(sources) == 1 else sources, out=args.out, dry_run=args.dry_run, pool=pool,
-        redact=not args.no_redact, pseudonymise=not args.no_pseudonymise, force=args.force,
+        redact=not args.no_redact, pseudonymise=not args.no_pseudonymise, names=not args.no_names,
+        force=args.force,
         max_failed=args.max_failed, select=args.select,
         ingest=IngestOptions(include_subagents=args.include_subagents, max_states=args.max_states,
                              max_message_chars=args.max_message_chars,

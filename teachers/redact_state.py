@@ -14,6 +14,7 @@ from typing import Any
 
 from ingestion.exact import same_json, same_prefix
 from ingestion.schema import Action, TraceState
+from teachers.person_names import people_pass
 from teachers.pseudonyms import PREFIX, Pseudonyms
 from teachers.redact import redact_found, redact_value
 
@@ -58,9 +59,12 @@ class StateRedactor:
     data `pseudonyms` replaced (kinds `pii:<kind>`: `split_counts`); `states_token_ids_dropped` counts
     rollout states that lost their token ids."""
 
-    def __init__(self, key: bytes | None = None, pseudonyms: Pseudonyms | None = None) -> None:
+    def __init__(self, key: bytes | None = None, pseudonyms: Pseudonyms | None = None,
+                 names: bool = False) -> None:
         self.key = key
         self.pseudonyms = pseudonyms
+        # Names in prose (issue #58, teachers/person_names.py): with pseudonyms, where spaCy's model is had.
+        self.people = people_pass(pseudonyms) if names and pseudonyms is not None else None
         self.counts: Counter[str] = Counter()
         self.states_token_ids_dropped = 0
         self._trace: str | None = None
@@ -127,6 +131,9 @@ class StateRedactor:
         found += hits
         action, hits = redact_action(state.student_action, self.key, self.pseudonyms)
         found += hits
+        if self.people is not None:
+            messages, action, hits = self.people(state.trace_id, messages, action)
+            found += hits
         scanned, hits = redact_value({k: v for k, v in state.metadata.items() if k not in METADATA_IDS},
                                      self.key, None, self.pseudonyms)
         found += hits

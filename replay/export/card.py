@@ -330,7 +330,8 @@ def _pseudonymisation(config: RunConfig, report: Report) -> str:
             "them, machine names, public IP addresses and phone numbers replaced by stable placeholders "
             "(`user-<tag>`, `email-<tag>@example.com`, `person-<tag>`, `host-<tag>`, `ip-<tag>`, "
             "`phone-<tag>`; the same value, the same "
-            f"placeholder) in prompts, answers and every file; distinct values per trace: {counts}")
+            f"placeholder) in prompts, answers and every file; distinct values per trace: {counts}. "
+            f"Names in prose: {report.extra.get('names_in_prose', 'not looked for')}")
 
 
 def _filters(report: Report) -> str:

@@ -132,13 +132,13 @@ class _Settled(Seen):
 
 
 def read_apart(index: int, path: Path, options: IngestOptions, key: bytes | None, redact: bool,
-               pseudonyms: Pseudonyms | None = None) -> FileResult:
+               pseudonyms: Pseudonyms | None = None, names: bool = False) -> FileResult:
     """One file of the run read, redacted and serialised in a worker (file `index` of the run)."""
     from teachers.redact_state import StateRedactor
 
     stats = IngestStats()
     writer = ShardWriter()
-    redactor = StateRedactor(key, pseudonyms) if redact else None
+    redactor = StateRedactor(key, pseudonyms, names) if redact else None
     redaction = Redaction() if redact else None
     trace: str | None = None
     try:
@@ -332,7 +332,7 @@ def parallel_shards(workers: Workers, files: list[Path], options: IngestOptions,
                     break
                 size = _size(path)
                 job = workers.pool.submit(read_apart, index, path, options, key, redactor is not None,
-                                          pseudonyms)
+                                          pseudonyms, redactor is not None and redactor.people is not None)
                 pending.append((path, size, job))
                 in_flight += size
             if not pending:
