@@ -52,14 +52,15 @@ class FixingTeacher:
     """The fix of the family instance a request is about, one step at a time."""
 
     def __init__(self, prompt_tokens: int = 900, completion_tokens: int = 30) -> None:
-        # The statement's head (file and call) finds the instance: the rest may be pseudonymised.
-        self.by_statement = {f"In {task.path}, `{task.example}`": task for task in tasks()}
+        # The file and the function the statement names find the instance: the call it quotes may hold
+        # words that pseudonymisation replaces (a name in prose, #58).
+        self.by_statement = {(f"In {task.path},", f"Please fix `{task.function}`."): task for task in tasks()}
         self.tokens = prompt_tokens, completion_tokens
 
     def task(self, messages: list[dict[str, Any]]) -> Task | None:
         text = _text(messages)
-        return next((task for statement, task in self.by_statement.items()
-                     if json.dumps(statement, ensure_ascii=False)[1:-1] in text), None)
+        return next((task for marks, task in self.by_statement.items()
+                     if all(json.dumps(mark, ensure_ascii=False)[1:-1] in text for mark in marks)), None)
 
     @staticmethod
     def step(task: Task, messages: list[dict[str, Any]]) -> list[dict[str, Any]] | str:
