@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +23,7 @@ from ingestion.stats import IngestStats
 _DECODER = json.JSONDecoder()
 BOM = b"\xef\xbb\xbf"
 _SPACE = b" \t\n\r\x0b\x0c"   # what bytes.isspace() counts as space
+_NEXT = re.compile(r"\s*(\S)")
 
 
 def open_lines(path: Path) -> IO[bytes]:
@@ -31,16 +33,27 @@ def open_lines(path: Path) -> IO[bytes]:
     return open(path, "rb", buffering=1 << 20)
 
 
-def split_objects(text: str) -> tuple[list[Any], int]:
+def split_objects(text: str, cut: bool = False) -> tuple[list[Any], int]:
     """Every complete JSON value on a broken line, and how many fragments were lost.
+
+    After a fragment that does not parse, a value is a record glued on (a crash stub, then the next
+    record) only when the line ends after it or the next record starts: one followed by anything else
+    (`,`, `}`, `]`) is a piece of the broken record (its `message`, a tool's schema), not a record.
+    `cut`: the line is the last of a copy cut short, so a value that ends it after a lost fragment is
+    such a piece too (the cut fell right after it).
 
     >>> split_objects('{"a": 1}{"b": 2}')
     ([{'a': 1}, {'b': 2}], 0)
     >>> split_objects('{"type":"pr-link","prNu{"a": 1}')
     ([{'a': 1}], 1)
+    >>> split_objects('{"type":"rollout","input":{"id":"x"},"calls":[{"n":1},{"n"')
+    ([], 1)
+    >>> split_objects('{"type":"rollout","input":{"id":"x"}', cut=True)
+    ([], 1)
     """
     values: list[Any] = []
     lost = 0
+    broken = False   # the last fragment did not parse
     i, n = 0, len(text)
     while i < n:
         while i < n and text[i].isspace():
@@ -48,17 +61,27 @@ def split_objects(text: str) -> tuple[list[Any], int]:
         if i >= n:
             break
         try:
-            value, i = _DECODER.raw_decode(text, i)
-            values.append(value)
-            continue
+            value, end = _DECODER.raw_decode(text, i)
         except json.JSONDecodeError:
-            lost += 1
+            lost += not broken   # (a piece inside the broken fragment is the same loss)
+            broken = True
+        else:
+            if not broken or _glued(text, end, cut):
+                values.append(value)
+                i, broken = end, False
+                continue
         # A crash stub is followed by the next record, which starts a fresh object.
         nxt = text.find('{"', i + 1)
         if nxt < 0:
             break
         i = nxt
     return values, lost
+
+
+def _glued(text: str, end: int, cut: bool) -> bool:
+    """Whether a value that ends at `end`, after a broken fragment, stands as a record of its own."""
+    after = _NEXT.match(text, end)
+    return after.group(1) == "{" if after else not cut
 
 
 def iter_records(path: Path, stats: IngestStats) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -148,7 +171,7 @@ def _recover(line: bytes, complete: bool, name: str, lineno: int,
                 stats.problem(name, lineno, "invalid_utf8", action="repaired")
                 yield lineno, value
                 return
-    values, lost = split_objects(text)
+    values, lost = split_objects(text, cut=not complete)
     records = [v for v in values if isinstance(v, dict)]
     if not records:
         stats.problem(name, lineno, "truncated_line" if not complete else "undecodable_line")

@@ -92,7 +92,8 @@ def test_an_export_cut_short_keeps_the_rollouts_before_the_cut(live: tuple[str, 
     report = dry_run(str(tmp_path / "cut"), tmp_path / "out")
     assert report["states"] == 4 + 3                       # the first two rollouts, whole
     assert report["repaired_lines"] == {"agl_export_cut_short": 1}
-    assert sum(report["skipped_lines"].values()) == 1      # the half-written rollout
+    assert report["skipped_lines"] == {"truncated_line": 1}   # the half-written rollout
+    assert report["skipped_records"] == {}                     # and no record read out of it (#55)
 
 
 def test_an_unreachable_gateway_is_one_line_and_exit_2(tmp_path: Path) -> None:
