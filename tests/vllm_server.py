@@ -181,9 +181,10 @@ def refused(config: VLLMConfig, request: dict[str, Any], adapters: dict[str, str
 
 
 def complete(config: VLLMConfig, policy: Policy, request: dict[str, Any],
-             adapters: dict[str, str] | None = None) -> Reply:
-    """One non-streaming /v1/chat/completions, as vLLM answers it (`adapters`: the LoRA names loaded)."""
-    early = refused(config, request, adapters or {})
+             adapters: dict[str, str] | None = None, checked: bool = True) -> Reply:
+    """One non-streaming /v1/chat/completions, as vLLM answers it (`adapters`: the LoRA names loaded;
+    `checked`: False takes the request as it is, as a text completion is answered here)."""
+    early = refused(config, request, adapters or {}) if checked else None
     if early is not None:
         return early
     tools = request.get("tools")
@@ -328,8 +329,9 @@ class VLLMServer(LLMServer):
     """`with VLLMServer(policy, VLLMConfig(version="0.10")) as server:`; `server.url` ends in /v1.
 
     `intercept(request)` may answer a request first (a hung server, a failing one); None lets vLLM answer.
-    Routes: POST /v1/chat/completions (and /v1/completions, answered as chat), /detokenize, the LoRA routes
-    with `config.lora_updates`; GET /v1/models; anything else 404 `{"detail": "Not Found"}` as FastAPI says.
+    Routes: POST /v1/chat/completions (and /v1/completions, answered as chat, unchecked), /detokenize, the
+    LoRA routes with `config.lora_updates`; GET /v1/models; anything else 404 `{"detail": "Not Found"}`, as
+    FastAPI answers.
     """
 
     def __init__(self, policy: Policy, config: VLLMConfig | None = None,
@@ -341,9 +343,10 @@ class VLLMServer(LLMServer):
         self.adapters: dict[str, str] = {}                 # LoRA adapters loaded at run time: name -> path
         super().__init__(self._respond)
 
-    def _respond(self, request: dict[str, Any]) -> Reply:
+    def _respond(self, request: dict[str, Any], chat: bool = True) -> Reply:
         early = self.intercept(request) if self.intercept else None
-        return early if early is not None else complete(self.config, self.policy, request, self.adapters)
+        return early if early is not None else complete(self.config, self.policy, request, self.adapters,
+                                                        checked=chat)
 
     def _handler(self) -> Any:
         base = super()._handler()
@@ -366,7 +369,8 @@ class VLLMServer(LLMServer):
                     return
                 if path.endswith("/completions"):
                     server._record(body, dict(self.headers))
-                    self._send(server.responder(body))
+                    # A text completion (`prompt`, no messages) is answered as chat, its request unchecked.
+                    self._send(server._respond(body, chat=path.endswith("/chat/completions")))
                 elif path == "/detokenize":                 # vLLM serves it at the root, not under /v1
                     server.detokenized.append(body)
                     early = server.intercept(body) if server.intercept else None
