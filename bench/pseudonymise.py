@@ -1,29 +1,41 @@
-"""Pseudonymisation on real sessions (issue #50): personal data left, and the dry run's speed, side by side.
+"""Pseudonymisation on real sessions (issues #50, #55): personal data left, and the dry run's speed.
 
     python -m bench.pseudonymise --corpus /tmp/cc-corpus [--baseline /tmp/base] [--repeat 3]
-                                 [--teacher-states 300]
+                                 [--ccl /tmp/ccl-venv/bin/python] [--speed-only] [--teacher-states 300]
 
 `--corpus`: real public sessions gathered OUTSIDE the repository (`python -m bench.real_sessions gather`;
 never commit one). Each variant runs `python -m replay.run --source CORPUS --out TMP --dry-run` in a fresh
 process, `--repeat` times, interleaved (every other round in reverse order): this checkout as it is
-(pseudonymisation on), this checkout with `--no-pseudonymise`, and `--baseline` (a checkout of the commit
-before, e.g. `git worktree add /tmp/base 7b412fc`). Printed: median seconds and the ratio to the
-baseline; then, in each variant's OUT (every file), the user names of home paths (`/Users/NAME`,
-`/home/NAME`, `C:\\Users\\NAME`, `-Users-NAME-`), those names as bare words, e-mail addresses, and the
-names before a personal address in git's and mail's fields (`Author: NAME <address>`), as
-occurrences and distinct values; and whether the states, traces and turns are the same (ids, turns,
-tool names of the student's actions). With `--teacher-states N`, the first N states are also put to a
-loopback teacher (tests/llm_server.py, scripted answers) with and without pseudonymisation, and the same
-counts are taken over the requests it received.
+(pseudonymisation and redaction on, the default worker processes), this checkout with `--no-pseudonymise`,
+and `--baseline` (a checkout of the commit before, e.g. `git worktree add /tmp/base 7b412fc`); with
+`--ccl` (a Python with claude-code-log: `python -m venv /tmp/ccl-venv && /tmp/ccl-venv/bin/pip install
+claude-code-log`), also its `load_transcript` over the files the dry run reads as sessions (its loop
+only, in one process, as `bench.real_sessions measure --ccl`). Each checkout's bytecode is compiled first
+(as an installed wheel has it). Printed: median wall seconds and the CPU seconds of the run and its worker
+processes (user + system: what the work costs, less swayed than wall time by what else runs on the
+machine), the ratios of pseudonymisation on to `--no-pseudonymise` (issue #55 asks <= 1.10x) and to the
+baseline, the default dry run beside claude-code-log (its seconds over the dry run's: above 1.0x the
+dry run reads faster), the load before and after, and whether this checkout's states.jsonl and
+traces.jsonl are byte-identical to the baseline's. Then, unless `--speed-only`, in each variant's OUT
+(every file), the user names of home paths (`/Users/NAME`, `/home/NAME`, `C:\\Users\\NAME`,
+`-Users-NAME-`), those names as bare words, e-mail addresses, and the names before a personal address in
+git's and mail's fields (`Author: NAME <address>`), as occurrences and distinct values; and whether the
+states, traces and turns are the same (ids, turns, tool names of the student's actions). With
+`--teacher-states N`, the first N states are also put to a loopback teacher (tests/llm_server.py,
+scripted answers) with and without pseudonymisation, and the same counts are taken over the requests it
+received.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import io
 import json
+import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -35,6 +47,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.real_sessions import _ccl, _compile, session_files  # noqa: E402
 from teachers.pseudonyms import _DOMAIN, _LOCAL, _keep_email, is_personal_name  # noqa: E402
 
 _FIELD_NAME = re.compile(r"(?:Author|Committer|From|To|Cc|Co-Authored-By|Signed-off-by): "
@@ -75,12 +88,26 @@ def _out_bytes(out: Path) -> bytes:
     return b"\n".join(p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file())
 
 
-def _dry_run(tree: Path, corpus: Path, out: Path, flags: list[str]) -> float:
-    started = time.perf_counter()
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)   # the processes this one has waited for
+    return usage.ru_utime + usage.ru_stime
+
+
+def _dry_run(tree: Path, corpus: Path, out: Path, flags: list[str]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of the run and the worker processes it waited for)."""
+    env = {**os.environ, "PYTHONPATH": str(tree), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    cpu, started = _cpu(), time.perf_counter()
     subprocess.run([sys.executable, "-m", "replay.run", "--source", str(corpus), "--out", str(out),
-                    "--dry-run", *flags], cwd=tree, check=True, stdout=subprocess.DEVNULL,
+                    "--dry-run", *flags], cwd=tree, env=env, check=True, stdout=subprocess.DEVNULL,
                    stderr=subprocess.DEVNULL)
-    return time.perf_counter() - started
+    return time.perf_counter() - started, _cpu() - cpu
+
+
+def _digest(out: Path) -> str:
+    digest = hashlib.sha256()
+    for name in ("states.jsonl", "traces.jsonl"):
+        digest.update((out / name).read_bytes())
+    return digest.hexdigest()
 
 
 def _shape(out: Path) -> list[tuple[str, int, tuple[str, ...]]]:
@@ -116,30 +143,71 @@ def _line(name: str, counts: Counter[str]) -> str:
     return f"  {name:<18} {sum(counts.values()):>7} occurrences, {len(counts):>3} distinct  {top}"
 
 
+def _load() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def _speed(args: argparse.Namespace, variants: list[tuple[str, Path, list[str]]], work: Path) -> None:
+    """The variants' dry runs (and claude-code-log's reader), interleaved; their figures printed."""
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name, _, _ in variants}
+    ccl: list[float] = []
+    files = session_files(args.corpus)
+    listing = work / "sessions.txt"
+    listing.write_text("".join(f"{p}\n" for p in files))
+    load = _load()
+    for tree in {tree for _, tree, _ in variants}:
+        _compile(tree)
+    jobs: list[tuple[str, Path, list[str]] | None] = [*variants, *([None] if args.ccl else [])]
+    for round_ in range(args.repeat):
+        for job in (jobs if round_ % 2 == 0 else jobs[::-1]):
+            if job is None:
+                ccl.append(_ccl(args.ccl, listing))
+                continue
+            name, tree, flags = job
+            times[name].append(_dry_run(tree, args.corpus, work / f"out{_index(variants, name)}", flags))
+    size = sum(p.stat().st_size for p in files) / 1e6
+    print(f"dry run of {args.corpus} ({size:.0f} MB of sessions in {len(files)} files), {args.repeat} runs "
+          f"each, interleaved; {os.cpu_count()} cores, load {load} at start, {_load()} at end")
+    wall = {name: statistics.median(t for t, _ in runs) for name, runs in times.items()}
+    cpu = {name: statistics.median(c for _, c in runs) for name, runs in times.items()}
+    for name, _, _ in variants:
+        ratio = f"  {wall[name] / wall['baseline']:.3f}x baseline" if args.baseline else ""
+        runs = ", ".join(f"{t:.2f}" for t, _ in times[name])
+        print(f"  {name:<24} median {wall[name]:7.2f} s, CPU {cpu[name]:7.2f} s  (runs {runs}){ratio}")
+    on, off = "this (pseudonymise on)", "this --no-pseudonymise"
+    print(f"  pseudonymisation on / --no-pseudonymise: {wall[on] / wall[off]:.3f}x wall, "
+          f"{cpu[on] / cpu[off]:.3f}x CPU (issue #55: <= 1.10x)")
+    if ccl:
+        peer = statistics.median(ccl)
+        runs = ", ".join(f"{t:.2f}" for t in ccl)
+        print(f"  claude-code-log load_transcript  median {peer:7.2f} s  (runs {runs}; one process, its loop "
+              f"only)\n  default dry run (redaction, pseudonymisation, "
+              f"default workers) vs claude-code-log: {peer / wall[on]:.2f}x (best against best "
+              f"{min(ccl) / min(t for t, _ in times[on]):.2f}x)")
+    if args.baseline:
+        ours, theirs = (work / f"out{_index(variants, name)}" for name in (on, "baseline"))
+        same = _digest(ours) == _digest(theirs)
+        print(f"  states.jsonl and traces.jsonl, this and baseline: {'byte-identical' if same else 'DIFFER'}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.pseudonymise")
     parser.add_argument("--corpus", type=Path, required=True)
-    parser.add_argument("--baseline", type=Path, help="a checkout of the commit before #50")
+    parser.add_argument("--baseline", type=Path, help="a checkout of the commit before")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--ccl", help="a Python with claude-code-log installed")
+    parser.add_argument("--speed-only", action="store_true", help="no counts of personal data")
     parser.add_argument("--teacher-states", type=int, default=0)
     args = parser.parse_args(argv)
+    args.corpus = args.corpus.expanduser().resolve()
     variants = [("this (pseudonymise on)", ROOT, []),
                 ("this --no-pseudonymise", ROOT, ["--no-pseudonymise"])]
     if args.baseline:
-        variants.append(("baseline", args.baseline, []))
+        variants.append(("baseline", args.baseline.resolve(), []))
     work = Path(tempfile.mkdtemp(prefix="bench-pseudo-"))
-    times: dict[str, list[float]] = {name: [] for name, _, _ in variants}
-    for round_ in range(args.repeat):
-        for name, tree, flags in (variants if round_ % 2 == 0 else variants[::-1]):
-            times[name].append(_dry_run(tree, args.corpus, work / f"out{_index(variants, name)}", flags))
-    base = statistics.median(times["baseline"]) if args.baseline else None
-    size = sum(p.stat().st_size for p in args.corpus.rglob("*.jsonl")) / 1e6
-    print(f"dry run of {args.corpus} ({size:.0f} MB), {args.repeat} runs each, interleaved")
-    for name, _, _ in variants:
-        median = statistics.median(times[name])
-        ratio = f"  {median / base:.3f}x baseline" if base else ""
-        runs = ", ".join(f"{t:.2f}" for t in times[name])
-        print(f"  {name:<24} median {median:7.2f} s  (runs {runs}){ratio}")
+    _speed(args, variants, work)
+    if args.speed_only:
+        return 0
     outs = {name: work / f"out{_index(variants, name)}" for name, _, _ in variants}
     raw = personal(_out_bytes(outs["this --no-pseudonymise"]), set())
     bare = {n for n in raw["home_user_names"] if len(n) >= 3}
