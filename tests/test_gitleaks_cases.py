@@ -95,6 +95,9 @@ def test_every_true_positive_credential_is_gone(cases: dict[str, Any], tps_run: 
 def test_false_positives_come_out_intact(cases: dict[str, Any], fps_run: tuple[Path, str]) -> None:
     out, _ = fps_run
     texts = _user_texts(out)
-    changed = [(c["rule"], c["text"][:80]) for c in cases["fps"]
-               if not c["flagged_by"] and c["text"] not in texts]
-    assert not changed, f"{len(changed)} of gitleaks' fps changed, e.g. {changed[:5]}"
+    judged = [c for c in cases["fps"] if not c["flagged_by"]]
+    # all of them counted, so a case lost on the way (not written, not a user turn) cannot pass unseen
+    assert len(judged) == cases["counts"]["fps"] - cases["counts"]["fps_flagged_by_gitleaks"] == 340
+    intact = [c for c in judged if c["text"] in texts]
+    changed = [(c["rule"], c["text"][:80]) for c in judged if c["text"] not in texts]
+    assert len(intact) == len(judged), f"{len(changed)} of gitleaks' fps changed, e.g. {changed[:5]}"
