@@ -4,7 +4,8 @@
 - one request with the agent's tools that asks for a call. vLLM 0.10 started without
   `--enable-auto-tool-choice` refuses `tool_choice: auto`; 0.12+ answers the call as text, and so does a
   server whose `--tool-call-parser` does not match the model. Either way no rollout could work: the run
-  stops with one line naming the flags, before any rollout is counted.
+  stops with one line naming the flags, before any rollout is counted (unless the reply was cut at the
+  token limit: then its call may be unfinished, and the run goes on with a warning).
 
 The answer also tells whether token ids come back and which reasoning field the server uses; all of
 it goes into report.json (`servers`). A model that answers without a call proves nothing either way:
@@ -77,7 +78,9 @@ def probe(backend: Backend, model: str, spec: AgentSpec, sampling: dict[str, Any
     except StudentError as exc:
         raise CollectError(f"the student server failed the start-up check: {exc}") from None
     marker = find_markup(reply.message.get("content"), spec.tool_call_markers)
-    if not reply.tool_calls and marker:
+    # A reply cut at the token limit may stop inside its call, which no parser reads: that proves nothing
+    # of the server (a small model with a short --max-tokens does it, e.g. SmolLM2 at 96 tokens).
+    if not reply.tool_calls and marker and reply.finish_reason != "length":
         raise CollectError(f"the student server at {backend.name} answered a tool call as text ({marker}), "
                            f"so it does not parse tool calls: {TOOL_PARSER_HINT}")
     info.tool_calls = "parsed" if reply.tool_calls else "not_called"

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from collect.agent import run_agent
-from collect.config import load_agent_spec
+from collect.config import CollectError, load_agent_spec
 from collect.probe import probe
 from collect.records import RolloutWriter
 from collect.student import Backend, Student, StudentError
@@ -139,6 +139,16 @@ def test_a_server_without_auto_tool_choice_stops_the_run_in_one_line(tmp_path: P
     assert len(answers) == 1                                       # one probe request, then nothing
 
 
+def test_a_probe_reply_cut_inside_its_call_proves_nothing_of_the_server(tmp_path: Path) -> None:
+    """A small model at a short --max-tokens stops inside its `<tool_call>` (SmolLM2 at 96 tokens did, on
+    vLLM with the right parser): no parser reads an unfinished call, so the run goes on, unverified; the same
+    server's finished call as text still stops the run."""
+    with VLLMServer(toy_policy(), VLLMConfig(version="0.33", tool_parser=None)) as server:
+        backend = Backend(server.url, "EMPTY")
+        info = probe(backend, "student", SPEC, {"max_tokens": 12})
+        with pytest.raises(CollectError, match="answered a tool call as text"):
+            probe(backend, "student", SPEC, {"max_tokens": 40})
+    assert info.tool_calls == "not_called"
 def test_the_probe_reads_the_context_and_refuses_a_model_the_server_does_not_serve(tmp_path: Path) -> None:
     with VLLMServer(toy_policy(), VLLMConfig(max_model_len=4096)) as server:
         info = probe(Backend(server.url, "EMPTY"), "student", SPEC, {})
