@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -44,7 +45,7 @@ from tests.learning_teachers import EchoTeacher, FixingTeacher  # noqa: E402
 from tests.llm_server import LLMServer  # noqa: E402
 from tests.task_family import ensure_images, write_split  # noqa: E402
 
-ARMS = ("pool-dpo", "pool-kto", "pool-sft", "echo-dpo", "swapped-dpo")
+ARMS = ("pool-dpo", "pool-kto", "pool-sft", "echo-dpo", "echo-sft", "swapped-dpo", "swapped-sft")
 
 
 def parse() -> argparse.Namespace:
@@ -63,8 +64,23 @@ def parse() -> argparse.Namespace:
     add("--max-steps", type=int, default=8, help="training steps per round (8)")
     add("--learning-rate", type=float, default=2e-4)
     add("--batch-size", type=int, default=2)
+    add("--judge", action="store_true",
+        help="replay.train judges its held-out pairs before and after (off: --no-eval; on 2 loaded cores "
+             "the scoring before training alone took over 6 minutes of a round)")
     add("--temperature", type=float, default=0.7, help="the student's sampling in rollouts (0.7)")
+    add("--engine", choices=["vllm", "transformers"], default="vllm",
+        help="vllm: vLLM's CPU build (tests/vllm_cpu.py's venv, its server flags and KV cache; default); "
+             "transformers: `transformers serve`, the adapter merged each round")
+    add("--vllm-python", default=None, help="vLLM's interpreter (default: tests/vllm_cpu.py's venv, made "
+                                            "first if need be; $REPLAY_VLLM_PYTHON)")
     add("--device", default="cpu", help="transformers serve --device (cpu)")
+    add("--workers", type=int, default=4, help="collect.run --workers: rollouts in parallel (4: vLLM batches "
+                                               "their requests)")
+    add("--round0", type=Path, default=None, metavar="ARM_DIR",
+        help="take round 0 from this finished arm folder (an earlier bench's, same split and rollout "
+             "settings) instead of running it")
+    add("--report", action="store_true", help="run nothing: print the tables of the arms under OUT (benches "
+                                              "run side by side into one OUT, each with its own --arms)")
     return parser.parse_args()
 
 
@@ -77,10 +93,26 @@ def loop_argv(args: argparse.Namespace, arm: str, url: str, split: tuple[Path, P
             "--out", str(args.out / f"arm-{arm}"), "--rounds", str(args.rounds), "--format", fmt,
             "--device", args.device, "--max-turns", str(args.max_turns), "--max-tokens", str(args.max_tokens),
             "--temperature", str(args.temperature), "--samples", str(args.samples), "--held-out-samples", "1",
-            "--test-split", "0.25", "--max-steps", str(args.max_steps), "--learning-rate",
+            "--test-split", "0.25" if args.judge else "0.1", "--max-steps", str(args.max_steps),
+            *([] if args.judge else ["--train-args=--no-eval"]), "--learning-rate",
             str(args.learning_rate), "--batch-size", str(args.batch_size), "--max-length", "2048",
-            "--collect-args", f"--namespace {NAMESPACE} --image-tag {tag}", "--run-args", run_args,
-            *(["--cpu"] if args.device == "cpu" else [])]
+            "--collect-args", f"--namespace {NAMESPACE} --image-tag {tag} --workers {args.workers}",
+            "--run-args", run_args,
+            "--engine", args.engine, *(["--cpu"] if args.device == "cpu" else []), *vllm_argv(args)]
+
+
+def vllm_argv(args: argparse.Namespace) -> list[str]:
+    """--engine vllm: tests/vllm_cpu.py's server flags (Hermes tool calls, bfloat16, SmolLM2's context) and
+    interpreter, eager; the KV cache size comes from its environment (server_env, set in main)."""
+    if args.engine != "vllm":
+        return []
+    from tests.vllm_cpu import SERVER_FLAGS, python_of
+
+    python = args.vllm_python or str(python_of())
+    # --enforce-eager: the loop restarts vLLM for every round's adapter and every arm, and the CPU build's
+    # torch.compile warm-up took 84-113 s a start on this 2-core machine (10 s eager); eager decoding of
+    # SmolLM2 ran at the same ~32 tokens/s here.
+    return ["--vllm-python", python, "--vllm-args", " ".join([*SERVER_FLAGS, "--enforce-eager"])]
 
 
 def seed_round0(source: Path, target: Path, argv: list[str]) -> None:
@@ -160,12 +192,19 @@ def main() -> int:
     import docker
 
     args = parse()
+    if args.engine == "vllm":
+        from tests.vllm_cpu import server_env
+
+        os.environ.update(server_env())   # the KV cache size and compile cache, for the loops' servers
     arms = [arm for arm in args.arms.split(",") if arm]
     unknown = sorted(set(arms) - set(ARMS))
     if unknown or not args.model.is_dir():
         what = f"unknown arms {', '.join(unknown)}" if unknown else f"--model {args.model}: no such folder"
         print(f"learning.py: error: {what}", file=sys.stderr)
         return 2
+    if args.report:
+        report(args.out, arms, {})
+        return 0
     split = write_split(args.out, args.train, args.held)
     rows = [json.loads(line) for path in split for line in path.read_text().splitlines()]
     began = time.monotonic()
@@ -187,23 +226,27 @@ def main() -> int:
             current["arm"] = arm
             if arm.startswith("echo"):
                 echoes[arm] = EchoTeacher(args.out / f"arm-{arm}", held_ids)
-            if index:
-                seed_round0(args.out / f"arm-{arms[0]}", args.out / f"arm-{arm}", argv)
+            if index or args.round0:
+                seed_round0(args.round0 or args.out / f"arm-{arms[0]}", args.out / f"arm-{arm}", argv)
             began = time.monotonic()
             done = subprocess.run([sys.executable, "-m", "replay.loop", *argv], cwd=ROOT)
             seconds[arm] = time.monotonic() - began
             print(f"{arm}: replay.loop exit {done.returncode} in {seconds[arm]:.0f} s", flush=True)
         misses = {arm: echo.misses for arm, echo in echoes.items()}
         print(f"teacher requests: {len(teachers.requests)}; no-signal requests no state matched: {misses}")
-    tables = {arm: figures(args.out / f"arm-{arm}") for arm in arms
-              if (args.out / f"arm-{arm}/loop.json").is_file()}
+    report(args.out, arms, seconds)
+    return 0
+
+
+def report(out: Path, arms: list[str], seconds: dict[str, float]) -> None:
+    tables = {arm: figures(out / f"arm-{arm}") for arm in arms if (out / f"arm-{arm}/loop.json").is_file()}
     for arm, table in tables.items():
         show(arm, table)
     formats_table(tables)
-    each = ", ".join(f"{arm} {s:.0f}" for arm, s in seconds.items())
-    print(f"\nwhole bench: {sum(seconds.values()):.0f} s ({each})")
+    if seconds:
+        each = ", ".join(f"{arm} {s:.0f}" for arm, s in seconds.items())
+        print(f"\nwhole bench: {sum(seconds.values()):.0f} s ({each})")
     print(subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
-    return 0
 
 
 if __name__ == "__main__":
