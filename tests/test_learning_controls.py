@@ -125,3 +125,70 @@ def test_a_round_without_training_rows_is_its_parent(tmp_path: Path) -> None:
         assert figures["skipped"].startswith("no training rows") and figures["held_out"] is None
         served = Path(student(config, round_).folder)
         assert (served / "config.json").read_text() == "{}"
+
+
+# A stand-in for vLLM's interpreter: `-c` (the build check) says "cpu"; `-m vllm...api_server ARGS` writes
+# its ARGS to argv.json beside it and answers /health on the --port it was given.
+FAKE_VLLM = r'''#!/bin/sh
+if [ "$1" = "-c" ]; then echo cpu; exit 0; fi
+exec "{python}" -c '
+import http.server, json, pathlib, sys
+args = sys.argv[3:]
+pathlib.Path("{folder}", "argv.json").write_text(json.dumps(args))
+class Health(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200); self.end_headers(); self.wfile.write(b"{{}}")
+    def log_message(self, *a):
+        pass
+http.server.HTTPServer(("127.0.0.1", int(args[args.index("--port") + 1])), Health).serve_forever()
+' "$@"
+'''
+
+
+def test_vllm_serves_an_untrained_round_as_its_parent(tmp_path: Path) -> None:
+    """With --engine vllm, a round without training rows is round 0 under its own name while no round has
+    trained (vLLM's --served-model-name takes several), and the last trained round's adapter after."""
+    import os
+    import sys
+
+    from replay.loop.config import LoopConfig
+    from replay.loop.run import Loop, student
+    from replay.loop.serving import VllmEngine
+
+    fake = tmp_path / "python"
+    fake.write_text(FAKE_VLLM.format(python=sys.executable, folder=tmp_path))
+    os.chmod(fake, 0o755)
+    base = tmp_path / "smol"
+    base.mkdir()
+    (base / "config.json").write_text("{}")
+    config = LoopConfig(instances=tmp_path / "t.jsonl", held_out=tmp_path / "h.jsonl", student=str(base),
+                        teachers="x", out=tmp_path / "loop", engine="vllm", vllm_python=str(fake))
+    config.out.mkdir()
+    engine = VllmEngine(config)
+    loop = Loop(config, engine=engine, ledger=None)  # type: ignore[arg-type]  # train calls no ledger
+
+    def served(round_: int) -> list[str]:
+        engine.url(student(config, round_))
+        argv = json.loads((tmp_path / "argv.json").read_text())
+        names = argv[argv.index("--served-model-name") + 1:]
+        return names[:next((i for i, a in enumerate(names) if a.startswith("--")), len(names))] + \
+            [a for a in argv if "=" in a and a.startswith("round-")]
+
+    try:
+        for round_ in (1, 2, 3):
+            pairs = config.out / f"round-{round_}" / "pairs"
+            pairs.mkdir(parents=True)
+            rows = 0 if round_ < 3 else 4
+            (pairs / "report.json").write_text(json.dumps({"extra": {"splits": {"train": rows}}}))
+            if rows:   # a trained round: its adapter, as replay.train saves it
+                trained = config.out / f"round-{round_}" / "trained"
+                trained.mkdir()
+                (trained / "adapter_config.json").write_text("{}")
+            else:
+                assert loop.train(round_)["skipped"].startswith("no training rows")
+        assert served(1) == ["round-0", "round-1"]
+        assert served(2) == ["round-0", "round-1", "round-2"]
+        trained = str((config.out / "round-3" / "trained").resolve())
+        assert served(3) == ["round-0", "round-1", "round-2", f"round-3={trained}"]
+    finally:
+        engine.close()

@@ -134,13 +134,15 @@ class Loop:
     def untrained(self, round_: int, parent: Student, trained: Path) -> dict[str, Any]:
         """The round's pairs hold no training rows (every state agreed with the teachers, as in the
         no-signal control): nothing is trained, and round K is round K-1, copied where it is served from."""
-        if self.config.engine != "transformers" or is_hub_name(parent.folder):
+        if self.config.engine == "url" or is_hub_name(parent.folder):
             raise LoopError(f"round {round_}: its pairs hold no training rows; only --engine transformers "
-                            f"with a local --student serves such a round (as round {round_ - 1})")
+                            f"or vllm with a local --student serves such a round (as round {round_ - 1})")
         if self.config.lora_r > 0:
+            # vLLM serves round K as round K-1's adapter, or, with none (round 0), as round 0 under its name.
             if parent.adapter is not None:
                 shutil.copytree(parent.adapter, trained, dirs_exist_ok=True)
-            shutil.copytree(parent.folder, self._fresh(self.dir(round_) / "student"))
+            if self.config.engine == "transformers":
+                shutil.copytree(parent.folder, self._fresh(self.dir(round_) / "student"))
         else:
             shutil.copytree(parent.folder, trained, dirs_exist_ok=True)
         return {"skipped": f"no training rows: round {round_} is round {round_ - 1}", "held_out": None}

