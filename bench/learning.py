@@ -121,8 +121,11 @@ def seed_round0(source: Path, target: Path, argv: list[str]) -> None:
     from replay.loop.config import LoopConfig
     from replay.loop.run import settings
 
+    if (target / "loop.json").exists():
+        follow_teachers(target, argv)
+        return
     ledger = json.loads((source / "loop.json").read_text())
-    if (target / "loop.json").exists() or "eval" not in ledger["rounds"].get("0", {}).get("stages", {}):
+    if "eval" not in ledger["rounds"].get("0", {}).get("stages", {}):
         return
     target.mkdir(parents=True, exist_ok=True)
     for name in ("round-0", "heldout-run"):
@@ -131,6 +134,15 @@ def seed_round0(source: Path, target: Path, argv: list[str]) -> None:
     config = LoopConfig(**vars(build_parser().parse_args(argv)), command="(seeded by bench/learning.py)")
     (target / "loop.json").write_text(json.dumps({"settings": settings(config), "running": None,
                                                   "rounds": {"0": ledger["rounds"]["0"]}}, indent=2))
+
+
+def follow_teachers(target: Path, argv: list[str]) -> None:
+    """An arm resumed by a later bench: its teachers are this bench's loopback server, on another port (the
+    port decides nothing its finished stages made), so its loop.json is told the new --teachers."""
+    path = target / "loop.json"
+    ledger = json.loads(path.read_text())
+    ledger["settings"]["teachers"] = argv[argv.index("--teachers") + 1]
+    path.write_text(json.dumps(ledger, indent=2))
 
 
 def rate(block: dict[str, Any] | None) -> str:
@@ -226,7 +238,7 @@ def main() -> int:
             current["arm"] = arm
             if arm.startswith("echo"):
                 echoes[arm] = EchoTeacher(args.out / f"arm-{arm}", held_ids)
-            if index or args.round0:
+            if index or args.round0 or (args.out / f"arm-{arm}" / "loop.json").exists():
                 seed_round0(args.round0 or args.out / f"arm-{arms[0]}", args.out / f"arm-{arm}", argv)
             began = time.monotonic()
             done = subprocess.run([sys.executable, "-m", "replay.loop", *argv], cwd=ROOT)
