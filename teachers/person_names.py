@@ -131,7 +131,13 @@ def _ner_span(ent: Any, text: str) -> tuple[int, int] | None:
     titled = titled or bool(before and before[-1] in titles)
     if not words or not all(_name_shaped(t.text) for t in words):
         return None
-    if len(words) == 1 and (words[0].lower_ in software or not (words[0].lower_ in given or titled)):
+    first = words[0].lower_
+    if first in software:   # `Claude Code`, `Julia`, `June` (the month)
+        return None
+    # The model takes title-cased headings and labels for people (`### Files Created`, `- Error Handling`,
+    # `Docker Stack`: 48 of 50 it found on a real 140 MB corpus); a name starts with a given name, or
+    # comes after a title. `Platform Core` holds `core`, a given name too, but not first.
+    if not (first in given or titled):
         return None
     return words[0].idx, words[-1].idx + len(words[-1].text)
 
