@@ -131,6 +131,13 @@ def seed_round0(source: Path, target: Path, argv: list[str]) -> None:
     for name in ("round-0", "heldout-run"):
         shutil.copytree(source / name, target / name)
     shutil.copyfile(source / "teacher-cache.sqlite", target / "teacher-cache.sqlite")
+    # replay.eval asks at the held-out states on the cache the held-out run names: the target's own. The
+    # cache keys a served student by its name (openai/round-1), not its weights, so arms sharing one cache
+    # would read the first arm's round-K answers as their own.
+    run = target / "heldout-run" / "run.json"
+    settings_ = json.loads(run.read_text())
+    settings_["pool"]["cache"] = str((target / "teacher-cache.sqlite").resolve())
+    run.write_text(json.dumps(settings_, indent=2))
     config = LoopConfig(**vars(build_parser().parse_args(argv)), command="(seeded by bench/learning.py)")
     (target / "loop.json").write_text(json.dumps({"settings": settings(config), "running": None,
                                                   "rounds": {"0": ledger["rounds"]["0"]}}, indent=2))
