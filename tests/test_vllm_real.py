@@ -7,9 +7,11 @@ started with runtime adapter loading. On the real server:
   text the model sampled); the turn's messages with the header's tools, rendered by the served model's
   own chat template, give exactly that turn's `prompt_token_ids`;
 - Claude Code's proxy (collect.proxy) in front of it, asked as the CLI asks: the same on its records;
-- `replay.loop --engine url` against the module's server: every stage, replay.eval asking the served
-  model, round 1's adapter loaded at run time and asked, answering otherwise than round 0;
-- `replay.loop --engine vllm` on the CPU: the loop starts vLLM itself and runs a round end to end.
+- `replay.loop --engine vllm` on the CPU: the loop starts vLLM itself and runs a round end to end, its
+  rollouts checked as above and replay.eval asking both rounds as served;
+- the loop's `--engine url` against the module's server: round 1's adapter (the vllm loop's) loaded at
+  run time and asked, answering otherwise than round 0 (one loop for the tier: a round of training costs
+  minutes on 2 cores).
 Skipped, saying why, only where the venv or the model folder cannot be made.
 """
 
@@ -17,7 +19,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import shlex
 import subprocess
 import sys
@@ -216,7 +217,7 @@ def test_claude_codes_proxy_in_front_of_vllm_carries_ids_extends_its_prefix_and_
     assert seen["rerender_mismatches"] == []
 
 
-# --- loops -------------------------------------------------------------------------------------------
+# --- replay.loop --------------------------------------------------------------------------------------
 
 def teacher(request: dict[str, Any]) -> Reply:
     """Every teacher prefers reading calc.py to what the student did."""
@@ -224,35 +225,67 @@ def teacher(request: dict[str, Any]) -> Reply:
                                  completion_tokens=10))
 
 
-def loop_args(tmp_path: Path, model: Path, teachers: str, tag: str) -> list[str]:
+def containers_of(client: Any) -> list[Any]:
+    from collect.runtime import LABEL, containers
+
+    return containers(client, {"label": LABEL})
+
+
+@pytest.fixture(scope="module")
+def vllm_loop(tmp_path_factory: pytest.TempPathFactory, tag: str, model: Path, vllm_python: Path) -> Path:
+    """One round of `replay.loop --engine vllm` on the CPU, end to end (its OUT): the loop starts vLLM's
+    CPU build itself, round 0 alone, then again with round 1's adapter (--lora-modules).
+
+    Sized for CI's 2 cores, as what is tested is the engine and not the training: SFT (no reference
+    model's passes, as DPO has) with one step and no held-out judging before and after (--no-eval), and
+    vLLM eager (--enforce-eager: round 0 alone is the one start that would compile, ~80-130 s; a server
+    with adapters runs eager anyway)."""
     from tests.collect_toy import NAMESPACE
 
-    return ["--instances", str(write_rows(tmp_path / "train.jsonl", TRAIN)),
-            "--held-out", str(write_rows(tmp_path / "held.jsonl", HELD)), "--student", str(model),
-            "--teachers", teachers, "--out", str(tmp_path / "out"), "--rounds", "1", "--cpu",
-            "--max-turns", "2", "--max-tokens", "24", "--temperature", "0", "--test-split", "0.5",
-            "--max-steps", "2", "--learning-rate", "0.05", "--batch-size", "2",
-            "--collect-args", f"--namespace {NAMESPACE} --image-tag {tag}"]
+    folder = tmp_path_factory.mktemp("loop")
+    with LLMServer(teacher) as teachers:
+        pool = f"t1=openai/t1@{teachers.url}#price=1/2,t2=openai/t2@{teachers.url}#price=1/2"
+        args = ["--instances", str(write_rows(folder / "train.jsonl", TRAIN)),
+                "--held-out", str(write_rows(folder / "held.jsonl", HELD)), "--student", str(model),
+                "--teachers", pool, "--out", str(folder / "out"), "--rounds", "1", "--cpu",
+                "--max-turns", "2", "--max-tokens", "24", "--temperature", "0", "--test-split", "0.5",
+                "--format", "sft", "--max-steps", "1", "--batch-size", "2", "--learning-rate", "0.05",
+                "--train-args=--no-eval", "--collect-args", f"--namespace {NAMESPACE} --image-tag {tag}",
+                "--engine", "vllm", "--vllm-python", str(vllm_python),
+                "--vllm-args", shlex.join([*vllm_cpu.SERVER_FLAGS, "--enforce-eager"])]
+        done = subprocess.run([sys.executable, "-m", "replay.loop", *args], cwd=ROOT, capture_output=True,
+                              text=True, timeout=2400, env=vllm_cpu.server_env())
+    assert done.returncode == 0, done.stderr
+    return folder / "out"
 
 
-def run_loop(args: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "replay.loop", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=1500, env={**os.environ, **(env or {})})
-
-
-def check_ledger(out: Path) -> dict[str, Any]:
+@pytest.mark.docker
+@pytest.mark.vllm
+def test_loop_on_vllm_cpu_runs_a_round_end_to_end(vllm_loop: Path, model: Path, client: Any) -> None:
+    out = vllm_loop
     ledger = json.loads((out / "loop.json").read_text())
     stages = {(int(r), s) for r, data in ledger["rounds"].items() for s in data["stages"]}
     assert stages == {(0, "resolve"), (0, "heldout"), (0, "eval"), (1, "collect"), (1, "pairs"),
-                      (1, "train"), (1, "resolve"), (1, "eval")}
-    assert ledger["running"] is None
+                      (1, "train"), (1, "resolve"), (1, "eval")} and ledger["running"] is None
     rounds = ledger["rounds"]
     assert rounds["1"]["stages"]["pairs"]["pairs"] > 0
-    assert rounds["1"]["stages"]["resolve"]["student"] == "round-1"
+    # replay.eval asked both rounds as vLLM served them, round 1 as its adapter.
     evaluation = rounds["1"]["stages"]["eval"]
     assert set(evaluation["models"]) == {"round-0", "round-1"}
     assert all(m["answered"] > 0 for m in evaluation["models"].values())
-    return ledger
+    # Two starts: round 0 alone, then round 0 with round 1's adapter, which the held-out rollouts asked for
+    # by name (collect.run's start-up check refuses a name the server does not list).
+    assert len(list((out / "logs").glob("serve-*.log"))) == 2
+    assert rounds["1"]["stages"]["resolve"]["student"] == "round-1"
+    assert lines(next((out / "round-1" / "resolve").glob("*.rollout.jsonl")))[0]["student_model"] == "round-1"
+    assert not (out / "servers.json").exists() and containers_of(client) == []
+    # Every stage's rollouts went through the real server: ids, prefixes, re-rendering.
+    rollouts = [r for stage in ("round-0/resolve", "round-1/collect", "round-1/resolve")
+                for r in rollout_turns(out / stage)]
+    seen = check_turns(rollouts, model, lambda t: (t["messages"], t["tools"]))
+    seconds = {f"{r}/{s}": d["seconds"] for r, v in rounds.items() for s, d in v["stages"].items()}
+    print(f"\nvllm --engine vllm: {seen}; seconds {seconds}")
+    assert seen["rerender_mismatches"] == []
 
 
 def ask(url: str, name: str) -> str:
@@ -264,60 +297,28 @@ def ask(url: str, name: str) -> str:
 
 @pytest.mark.docker
 @pytest.mark.vllm
-def test_loop_against_a_served_vllm_loads_round_1_at_run_time(
-        tmp_path: Path, server: str, tag: str, model: Path, client: Any) -> None:
-    """--engine url: round 0 is the server's model; round 1's adapter is loaded by the runtime route and
-    asked by the resolve and eval stages; its weights change its greedy answers."""
-    with LLMServer(teacher) as teachers:
-        pool = f"t1=openai/t1@{teachers.url}#price=1/2,t2=openai/t2@{teachers.url}#price=1/2"
-        args = [*loop_args(tmp_path, model, pool, tag), "--engine", "url", "--url", server,
-                "--served-name", SERVED]
-        done = run_loop(args)
-    assert done.returncode == 0, done.stderr
-    out = tmp_path / "out"
-    ledger = check_ledger(out)
+def test_engine_url_loads_round_1_at_run_time_and_its_weights_answer(vllm_loop: Path, server: str,
+                                                                      model: Path) -> None:
+    """--engine url against the module's server (VLLM_ALLOW_RUNTIME_LORA_UPDATING=True): the loop's engine
+    loads round 1's adapter (the vllm loop's) by vLLM's runtime route; asked, greedy, it answers otherwise
+    than round 0, which answers alike twice."""
+    from replay.loop.config import LoopConfig
+    from replay.loop.run import student
+    from replay.loop.serving import open_engine
+
+    config = LoopConfig(instances=vllm_loop / "i", held_out=vllm_loop / "h", student=str(model), teachers="t",
+                        out=vllm_loop, engine="url", url=server, served_name=SERVED)
+    engine = open_engine(config)
+    try:
+        assert engine.url(student(config, 0)) == server
+        assert engine.url(student(config, 1)) == server
+    finally:
+        engine.close()
     listed = {m["id"]: m for m in httpx.get(f"{server}/models", timeout=30).json()["data"]}
-    adapter = out / "round-1" / "trained"
-    assert listed["round-1"]["root"] == str(adapter.resolve())          # loaded at run time, by path
-    # The rollouts of every stage went through the real server: ids, prefixes, re-rendering.
-    rollouts = [r for stage in ("round-0/resolve", "round-1/collect", "round-1/resolve")
-                for r in rollout_turns(out / stage)]
-    seen = check_turns(rollouts, model, lambda t: (t["messages"], t["tools"]))
-    assert seen["rerender_mismatches"] == []
+    assert listed["round-1"]["root"] == str((vllm_loop / "round-1" / "trained").resolve())
     before, after, again = ask(server, SERVED), ask(server, "round-1"), ask(server, SERVED)
-    seconds = {f"{r}/{s}": d["seconds"] for r, v in ledger["rounds"].items() for s, d in v["stages"].items()}
-    print(f"\nvllm --engine url: {seen}; round 0 {before!r}; round 1 {after!r}; seconds {seconds}")
-    assert before == again and after != before       # greedy: the same weights answer alike, new ones not
-    assert [c.name for c in containers_of(client)] == []
-
-
-def containers_of(client: Any) -> list[Any]:
-    from collect.runtime import LABEL, containers
-
-    return containers(client, {"label": LABEL})
-
-
-@pytest.mark.docker
-@pytest.mark.vllm
-def test_loop_on_vllm_cpu_runs_a_round_end_to_end(tmp_path: Path, tag: str, model: Path, vllm_python: Path,
-                                                   client: Any) -> None:
-    """--engine vllm without a GPU: the loop starts the CPU build itself, round 0 alone, then again with
-    round 1's adapter (--lora-modules), and every server is stopped at the end."""
-    with LLMServer(teacher) as teachers:
-        pool = f"t1=openai/t1@{teachers.url}#price=1/2,t2=openai/t2@{teachers.url}#price=1/2"
-        args = [*loop_args(tmp_path, model, pool, tag), "--engine", "vllm", "--vllm-python", str(vllm_python),
-                "--vllm-args", shlex.join(vllm_cpu.SERVER_FLAGS)]
-        done = run_loop(args, env=vllm_cpu.server_env())
-    assert done.returncode == 0, done.stderr
-    out = tmp_path / "out"
-    check_ledger(out)
-    # Two starts: round 0 alone, then round 0 with round 1's adapter, which the held-out rollouts asked for
-    # by name (collect.run refuses a name the server does not list).
-    assert len(list((out / "logs").glob("serve-*.log"))) == 2
-    resolved = lines(next((out / "round-1" / "resolve").glob("*.rollout.jsonl")))[0]
-    assert resolved["student_model"] == "round-1"
-    assert not (out / "servers.json").exists()
-    assert [c.name for c in containers_of(client)] == []
+    print(f"\nvllm --engine url: round 0 {before!r}; round 1 {after!r}")
+    assert before == again and after != before
 
 
 # --- bad input (main tier) ---------------------------------------------------------------------------
@@ -333,7 +334,8 @@ def test_a_vllm_python_that_cannot_serve_is_one_line_and_exit_2(tmp_path: Path, 
             "--held-out", str(write_rows(tmp_path / "h.jsonl", HELD)), "--student", str(folder),
             "--teachers", "t=openai/t@http://127.0.0.1:9/v1", "--out", str(tmp_path / "out"),
             "--engine", "vllm", "--vllm-python", python]
-    done = run_loop(args)
+    done = subprocess.run([sys.executable, "-m", "replay.loop", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
     lines_ = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(lines_) == 1, done.stderr
     expected = {"missing": "no such interpreter", "no_vllm": "that environment has no vLLM"}[case]
