@@ -2,6 +2,7 @@
 
     python -m bench.pseudonymise --corpus /tmp/cc-corpus [--baseline /tmp/base] [--repeat 3]
                                  [--ccl /tmp/ccl-venv/bin/python] [--speed-only] [--teacher-states 300]
+                                 [--no-names] [--names-repeat 1]
 
 `--corpus`: real public sessions gathered OUTSIDE the repository (`python -m bench.real_sessions gather`;
 never commit one). Each variant runs `python -m replay.run --source CORPUS --out TMP --dry-run` in a fresh
@@ -11,7 +12,9 @@ and `--baseline` (a checkout of the commit before, e.g. `git worktree add /tmp/b
 `--ccl` (a Python with claude-code-log: `python -m venv /tmp/ccl-venv && /tmp/ccl-venv/bin/pip install
 claude-code-log`), also its `load_transcript` over the files the dry run reads as sessions (its loop
 only, in one process, as `bench.real_sessions measure --ccl`). Each checkout's bytecode is compiled first
-(as an installed wheel has it). Printed: median wall seconds and the CPU seconds of the run and its worker
+(as an installed wheel has it). `--no-names` adds a variant with #50's pseudonymisation alone (names in
+prose, issue #58, run spaCy's NER where the names extra is installed: many times the others' time), and
+`--names-repeat N` runs the default variant in the first N rounds only. Printed: median wall seconds and the CPU seconds of the run and its worker
 processes (user + system: what the work costs, less swayed than wall time by what else runs on the
 machine), the ratios of pseudonymisation on to `--no-pseudonymise` (issue #55 asks <= 1.10x) and to the
 baseline, the default dry run beside claude-code-log (its seconds over the dry run's: above 1.0x the
@@ -164,6 +167,8 @@ def _speed(args: argparse.Namespace, variants: list[tuple[str, Path, list[str]]]
                 ccl.append(_ccl(args.ccl, listing))
                 continue
             name, tree, flags = job
+            if name == "this (pseudonymise on)" and round_ >= (args.names_repeat or args.repeat):
+                continue
             times[name].append(_dry_run(tree, args.corpus, work / f"out{_index(variants, name)}", flags))
     size = sum(p.stat().st_size for p in files) / 1e6
     print(f"dry run of {args.corpus} ({size:.0f} MB of sessions in {len(files)} files), {args.repeat} runs "
@@ -177,6 +182,9 @@ def _speed(args: argparse.Namespace, variants: list[tuple[str, Path, list[str]]]
     on, off = "this (pseudonymise on)", "this --no-pseudonymise"
     print(f"  pseudonymisation on / --no-pseudonymise: {wall[on] / wall[off]:.3f}x wall, "
           f"{cpu[on] / cpu[off]:.3f}x CPU (issue #55: <= 1.10x)")
+    if "this --no-names" in wall:
+        print(f"  --no-names / --no-pseudonymise: {wall['this --no-names'] / wall[off]:.3f}x wall, "
+              f"{cpu['this --no-names'] / cpu[off]:.3f}x CPU")
     if ccl:
         peer = statistics.median(ccl)
         runs = ", ".join(f"{t:.2f}" for t in ccl)
@@ -184,6 +192,9 @@ def _speed(args: argparse.Namespace, variants: list[tuple[str, Path, list[str]]]
               f"only)\n  default dry run (redaction, pseudonymisation, "
               f"default workers) vs claude-code-log: {peer / wall[on]:.2f}x (best against best "
               f"{min(ccl) / min(t for t, _ in times[on]):.2f}x)")
+        for name in ("this --no-names", off):
+            if name in wall:
+                print(f"  {name} vs claude-code-log: {peer / wall[name]:.2f}x")
     if args.baseline:
         ours, theirs = (work / f"out{_index(variants, name)}" for name in (on, "baseline"))
         same = _digest(ours) == _digest(theirs)
@@ -198,10 +209,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ccl", help="a Python with claude-code-log installed")
     parser.add_argument("--speed-only", action="store_true", help="no counts of personal data")
     parser.add_argument("--teacher-states", type=int, default=0)
+    parser.add_argument("--names-repeat", type=int, default=0,
+                        help="run the default variant (names in prose on: spaCy's NER, many times the "
+                             "others' time) in the first N rounds only")
+    parser.add_argument("--no-names", action="store_true",
+                        help="also a variant with --no-names (#50's pseudonymisation without #58's names "
+                             "in prose, which run spaCy's NER when the names extra is installed)")
     args = parser.parse_args(argv)
     args.corpus = args.corpus.expanduser().resolve()
     variants = [("this (pseudonymise on)", ROOT, []),
                 ("this --no-pseudonymise", ROOT, ["--no-pseudonymise"])]
+    if args.no_names:
+        variants.insert(1, ("this --no-names", ROOT, ["--no-names"]))
     if args.baseline:
         variants.append(("baseline", args.baseline.resolve(), []))
     work = Path(tempfile.mkdtemp(prefix="bench-pseudo-"))
