@@ -10,24 +10,23 @@ process, `--repeat` times, interleaved (every other round in reverse order): thi
 (pseudonymisation and redaction on, the default worker processes), this checkout with `--no-pseudonymise`,
 and `--baseline` (a checkout of the commit before, e.g. `git worktree add /tmp/base 7b412fc`); with
 `--ccl` (a Python with claude-code-log: `python -m venv /tmp/ccl-venv && /tmp/ccl-venv/bin/pip install
-claude-code-log`), also its `load_transcript` over the files the dry run reads as sessions (its loop
-only, in one process, as `bench.real_sessions measure --ccl`). Each checkout's bytecode is compiled first
-(as an installed wheel has it). `--no-names` adds a variant with #50's pseudonymisation alone (names in
-prose, issue #58, run spaCy's NER where the names extra is installed: many times the others' time), and
-`--names-repeat N` runs the default variant in the first N rounds only. Printed: median wall seconds and the CPU seconds of the run and its worker
-processes (user + system: what the work costs, less swayed than wall time by what else runs on the
-machine), the ratios of pseudonymisation on to `--no-pseudonymise` (issue #55 asks <= 1.10x) and to the
-baseline, the default dry run beside claude-code-log (its seconds over the dry run's: above 1.0x the
-dry run reads faster), the load before and after, and whether this checkout's states.jsonl and
-traces.jsonl are byte-identical to the baseline's. Then, unless `--speed-only`, in each variant's OUT
-(every file), the user names of home paths (`/Users/NAME`, `/home/NAME`, `C:\\Users\\NAME`,
-`-Users-NAME-`), those names as bare words, e-mail addresses, and the names before a personal address in
-git's and mail's fields (`Author: NAME <address>`), as occurrences and distinct values; and whether the
-states, traces and turns are the same (ids, turns, tool names of the student's actions). With
-`--teacher-states N`, the first N states are also put to a loopback teacher (tests/llm_server.py,
-scripted answers) with and without pseudonymisation, and the same counts are taken over the requests it
-received.
-"""
+claude-code-log`), also its `load_transcript` over the files the dry run reads as sessions (its loop only,
+in one process, as `bench.real_sessions measure --ccl`). Each checkout's bytecode is compiled first (as an
+installed wheel has it). `--no-names` adds a variant with #50's pseudonymisation alone (names in prose,
+issue #58, run spaCy's NER where the names extra is installed: many times the others' time), and
+`--names-repeat N` runs the default variant in the first N rounds only. Printed: median wall seconds and
+the CPU seconds of the run and its worker processes (user + system: what the work costs, less swayed than
+wall time by what else runs on the machine), the ratios of pseudonymisation on to `--no-pseudonymise`
+(issue #55 asks <= 1.10x) and to the baseline, the default dry run beside claude-code-log (its seconds
+over the dry run's: above 1.0x the dry run reads faster), the load before and after, and whether this
+checkout's states.jsonl and traces.jsonl are byte-identical to the baseline's. Then, unless
+`--speed-only`, in each variant's OUT (every file), the user names of home paths (`/Users/NAME`,
+`/home/NAME`, `C:\\Users\\NAME`, `-Users-NAME-`), those names as bare words, e-mail addresses, and the
+names before a personal address in git's and mail's fields (`Author: NAME <address>`), as occurrences and
+distinct values; and whether the states, traces and turns are the same (ids, turns, tool names of the
+student's actions). With `--teacher-states N`, the first N states are also put to a loopback teacher
+(tests/llm_server.py, scripted answers) with and without pseudonymisation, and the same counts are taken
+over the requests it received. """
 
 from __future__ import annotations
 
