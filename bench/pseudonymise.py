@@ -26,7 +26,8 @@ names before a personal address in git's and mail's fields (`Author: NAME <addre
 distinct values; and whether the states, traces and turns are the same (ids, turns, tool names of the
 student's actions). With `--teacher-states N`, the first N states are also put to a loopback teacher
 (tests/llm_server.py, scripted answers) with and without pseudonymisation, and the same counts are taken
-over the requests it received. """
+over the requests it received.
+"""
 
 from __future__ import annotations
 
