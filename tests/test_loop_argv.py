@@ -88,3 +88,16 @@ def test_the_collect_and_eval_stages_are_read_as_meant(tmp_path: Path) -> None:
     args = eval_parser().parse_args(module_args(stages.eval_argv(loop, models), "replay.eval"))
     assert args.run == loop.heldout_run and args.max_tokens == 256
     assert args.models == f"round-0=openai/f@{URL}#price=0/0,round-1=openai//m/round-1@{URL}#price=0/0"
+
+
+def test_a_passed_on_value_that_is_one_flag_is_read_as_the_value(tmp_path: Path) -> None:
+    """`--train-args --no-eval` and `--vllm-args --enforce-eager` (one flag each) were refused by argparse
+    ("expected one argument"); they are the values, as a value of several flags always was."""
+    from replay.loop.cli import attached, build_parser
+
+    base = ["--instances", "t.jsonl", "--held-out", "h.jsonl", "--student", "m", "--teachers", "a",
+            "--out", "o"]
+    args = build_parser().parse_args(attached([*base, "--train-args", "--no-eval", "--vllm-args",
+                                               "--enforce-eager", "--run-args", "--per-teacher 2"]))
+    assert (args.train_args, args.vllm_args, args.run_args) == ("--no-eval", "--enforce-eager",
+                                                                "--per-teacher 2")

@@ -77,9 +77,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+PASSED_ON = ("--vllm-args", "--collect-args", "--run-args", "--train-args")
+
+
+def attached(argv: list[str]) -> list[str]:
+    """The value of a flag that passes flags on, attached to it: argparse reads a value that is one flag
+    (`--train-args --no-eval`, `--vllm-args --enforce-eager`) as a flag of its own and refuses it.
+
+    >>> attached(["--train-args", "--no-eval", "--vllm-args", "--dtype bfloat16", "--rounds", "2"])
+    ['--train-args=--no-eval', '--vllm-args=--dtype bfloat16', '--rounds', '2']
+    """
+    out, rest = [], iter(argv)
+    for arg in rest:
+        value = next(rest, None) if arg in PASSED_ON else None
+        out.append(arg if value is None else f"{arg}={value}")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(attached(argv))
     from pydantic import ValidationError
 
     from replay.loop.config import LoopConfig, LoopError
