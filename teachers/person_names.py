@@ -302,6 +302,7 @@ class PeoplePass:
     def __call__(self, trace_id: str, messages: list[Any], action: Any) -> tuple[list[Any], Any, list[Hit]]:
         if trace_id != self._trace:
             self._trace, self._memo, self._known = trace_id, {}, []
+        known = len(self._known)
         new = [m for m in messages if id(m) not in self._memo]
         prose = [(m, _prose(m)) for m in new]
         texts = [t for _, fields in prose for t in fields.values()]
@@ -311,6 +312,14 @@ class PeoplePass:
             found = {key: next(spans) for key in fields}
             self._memo[id(message)] = (message, *self._message(message, found))
         action, action_hits = self._action(action, spans)
+        if len(self._known) > known:
+            # Names first found here: this state's request holds its history too, where a tool's output
+            # (which the model does not read) may have said them before the prose did (a `git log`, a
+            # file listing authors). The history is walked again with them, for this state and the next.
+            for message in messages:
+                original, redacted, found = self._memo[id(message)]
+                rewalked, more = self._message(redacted, {})
+                self._memo[id(message)] = (original, rewalked, found + more)
         out, hits = [], []
         for message in messages:
             _, redacted, found = self._memo[id(message)]

@@ -109,6 +109,29 @@ def test_no_name_reaches_the_teacher_or_a_file_and_placeholders_are_stable(
     assert "Names in prose: looked for" in (out / "README.md").read_text()
 
 
+def test_a_name_a_tool_said_before_the_prose_goes_from_the_prose_on(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A `git log` names Priya Raman before anyone writes her name: from the state whose prompt names her
+    on, the history holds the placeholder where the tool's output had her (the model reads no tool
+    output; the states before that prompt still carry it, as docs/security.md says)."""
+    monkeypatch.setenv("REPLAY_REDACT_KEY", "test-key")
+    source = tmp_path / "projects" / "-repo"
+    write_session(source, [
+        user("u1", None, "Show me the last commit.", sessionId=SESSION),
+        assistant("a1", "u1", "msg_1", tool_use("toolu_1", "git log -1"), sessionId=SESSION),
+        user("u2", "a1", tool_result("toolu_1", "commit 1f2e (author: Priya Raman)"), sessionId=SESSION),
+        assistant("a2", "u2", "msg_2", text("The last commit is 1f2e."), sessionId=SESSION),
+        user("u3", "a2", "Ask Priya Raman whether it can be reverted.", sessionId=SESSION),
+        assistant("a3", "u3", "msg_3", text("I will draft the question."), sessionId=SESSION),
+    ])
+    out, _ = _run(source, tmp_path / "out", tmp_path / "c.sqlite", "--dry-run")
+    states = sorted(load_states(out), key=lambda s: s.turn)
+    said = [("Priya" in json.dumps(s.messages), s.turn) for s in states]
+    assert said == [(False, 0), (True, 1), (False, 2)]
+    last = json.dumps(states[-1].messages)
+    assert len(set(re.findall(r"person-[0-9a-f]{6}", last))) == 1 and last.count("person-") == 2
+
+
 def test_no_names_keeps_them_and_changes_nothing_else(tmp_path: Path, fixtures_root: Path) -> None:
     source = tmp_path / "projects" / "-repo"
     _session(source, SESSION, "Sarah Chen")
