@@ -69,6 +69,10 @@ def evaluate_pools(config: AblateConfig, data: RunData, pools: list[list[Teacher
     """Counts and folder name per pool, in pool order; Jaccard against the first (full) pool. With
     `held_out` (the run's test traces) every pool's dataset has `train` and `test` splits."""
     global _JOB
+    # The memos are keyed by state id: another run read in this process (a library caller's, a test's)
+    # may hold the same ids with other text (its own key's placeholders), so each ablation starts empty.
+    _PROMPTS.clear()
+    _ENCODED.clear()
     job = _Job(config.out_dir, config.command, config.run, data, pools, deciders, decide, method,
                min_agreement, recoveries, held_out)
     tick = task("pools", len(pools))
