@@ -46,7 +46,6 @@ _CACHE_SIZE = 1 << 14
 # (`os.path`, `user_id`, `getName(`, `userName`, `v2`, `<Foo>`, `@handle`).
 _CODE = re.compile(r"```.*?(?:```|\Z)|`[^`\n]*`|\w+://\S+|"
                    r"[^\s\"'“”‘’,;:!?()]*(?:[/\\_{}<>=@#$\[\]|]|\w\.\w|[a-z][A-Z]|[A-Za-z]\d|\w\()\S*", re.S)
-_CAPITAL = re.compile(r"(?<![\w'’])[A-Z][a-z]")
 _CAPITALISED = re.compile(r"(?<![\w'’])[A-Z][a-z]+")
 _LEADING = frozenset({"the", "a", "an", "hey", "hi", "hello", "dear", "thanks", "thank", "ask", "ping",
                       "tell", "per", "cc", "please", "run", "with", "from", "to"})
@@ -208,7 +207,7 @@ def find_people(texts: Sequence[str]) -> list[tuple[tuple[int, int], ...]]:
     out: list[tuple[tuple[int, int], ...]] = [()] * len(texts)
     pieces: list[tuple[int, int, str]] = []   # (text index, offset, masked piece)
     for i, text in enumerate(texts):
-        if not _CAPITAL.search(text):
+        if not _CAPITALISED.search(text):
             continue
         known = _STORE.get(_key(text))
         if known is not None:

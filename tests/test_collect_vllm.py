@@ -149,6 +149,8 @@ def test_a_probe_reply_cut_inside_its_call_proves_nothing_of_the_server(tmp_path
         with pytest.raises(CollectError, match="answered a tool call as text"):
             probe(backend, "student", SPEC, {"max_tokens": 40})
     assert info.tool_calls == "not_called"
+
+
 def test_the_probe_reads_the_context_and_refuses_a_model_the_server_does_not_serve(tmp_path: Path) -> None:
     with VLLMServer(toy_policy(), VLLMConfig(max_model_len=4096)) as server:
         info = probe(Backend(server.url, "EMPTY"), "student", SPEC, {})
