@@ -44,12 +44,15 @@ class HintScan:
         self._keys = keys
         self._fallback = {key: hints[key][1] for i, key in enumerate(keys) if i not in covered}
 
-    def __call__(self, text: str) -> set[str]:
+    def __call__(self, text: str, data: bytes | None = None) -> set[str]:
+        """`data`: the text's UTF-8 bytes where the caller has them already."""
         if not text:
             return set()
         found = set()
         if self._scan is not None:
-            found = {self._keys[i] for i in self._scan(text.encode("utf-8", "surrogatepass"))}
+            if data is None:
+                data = text.encode("utf-8", "surrogatepass")
+            found = {self._keys[i] for i in self._scan(data)}
         for key, word in self._fallback.items():
             if word in text:
                 found.add(key)

@@ -79,6 +79,8 @@ _HINTS = {
                                         ".local", ".lan", ".home.arpa", "Mac", "DESKTOP-", "LAPTOP-")},
 }
 _LAN = (".local", ".lan", ".home.arpa")
+_HOME_HINTS = frozenset({"/Users/", "/home/", "Users\\", ":/Users/", "-Users-", "-home-"})
+_HOST_HINTS = frozenset({*_LAN, "Mac", "DESKTOP-", "LAPTOP-"})
 
 
 @lru_cache(maxsize=1)
@@ -141,6 +143,7 @@ class Pseudonyms:
             else {n, n.lower(), n.upper(), n.capitalize()})},
             key=lambda f: (-len(f), f))
         object.__setattr__(self, "_bare_forms", tuple(forms))   # longest first: `alexis` before `alex`
+        object.__setattr__(self, "_bare_set", frozenset(forms))
         # The encoded project folder (`-Users-alex-proj`): a known name first (its `.`, `_`, `-` all
         # became `-`), else the next run of letters and digits.
         encoded = {re.sub(r"[^A-Za-z0-9]", "-", n): n for n in self.names}
@@ -151,13 +154,13 @@ class Pseudonyms:
         object.__setattr__(self, "_scan", None)
         object.__setattr__(self, "_marks", {})   # (kind, value) -> (placeholder, hit): values recur
 
-    def hints(self, text: str) -> set[str]:
-        """The hints (`_HINTS`' keys, bare forms) in `text`, in one pass. (Compiled on first use: no work
-        at import, and a worker process compiles its own.)"""
+    def hints(self, text: str, data: bytes | None = None) -> set[str]:
+        """The hints (`_HINTS`' keys, bare forms) in `text` (`data`: its UTF-8 bytes, if had), in one
+        pass. (Compiled on first use: no work at import, and a worker process compiles its own.)"""
         if self._scan is None:   # type: ignore[attr-defined]
             forms = {form: literal(form) for form in self._bare_forms}   # type: ignore[attr-defined]
             object.__setattr__(self, "_scan", HintScan({**_HINTS, **forms}))
-        return self._scan(text)   # type: ignore[attr-defined]
+        return self._scan(text, data)   # type: ignore[attr-defined]
 
     def __reduce__(self) -> tuple:
         # A worker process unpickles one object per settings (memo keys are by identity) and compiles
@@ -199,9 +202,9 @@ def _public_ip(text: str, start: int, value: str) -> bool:
 Span = tuple[int, int, str]
 
 
-def pseudonymise_found(text: str, settings: Pseudonyms) -> tuple[str, Found]:
+def pseudonymise_found(text: str, settings: Pseudonyms, data: bytes | None = None) -> tuple[str, Found]:
     """(text with personal data replaced, ((kind, digest), ...)): `kind` is `pii:<kind>`, the digest
-    tells values apart for counting and never leaves the process.
+    tells values apart for counting and never leaves the process. `data`: the text's UTF-8 bytes, if had.
 
     >>> s = Pseudonyms(b"k", ("alex",))
     >>> pseudonymise_found("cd /Users/alex/src && mail alex@corp.io # alex", s)[0]
@@ -209,15 +212,18 @@ def pseudonymise_found(text: str, settings: Pseudonyms) -> tuple[str, Found]:
     >>> pseudonymise_found("ssh 10.0.0.2; dig @8.8.8.8 x; ping 93.184.216.34", s)[0]
     'ssh 10.0.0.2; dig @8.8.8.8 x; ping ip-8acb69'
     """
-    hints = settings.hints(text)
+    hints = settings.hints(text, data)
     if not hints:   # most texts
         return text, ()
     spans: list[tuple[int, int, str, str]] = []
     if "<email>" in hints:
         spans += _emails(text, settings)
-    spans += _homes(text, settings, hints)
-    spans += _bare(text, settings, hints)
-    spans += _hosts(text, settings, hints)
+    if not hints.isdisjoint(_HOME_HINTS):
+        spans += _homes(text, settings, hints)
+    if not hints.isdisjoint(settings._bare_set):   # type: ignore[attr-defined]
+        spans += _bare(text, settings, hints)
+    if not hints.isdisjoint(_HOST_HINTS):
+        spans += _hosts(text, settings, hints)
     if "<ip>" in hints:
         spans += _ips(text, settings)
     if "<phone>" in hints:
@@ -272,9 +278,14 @@ def _display_name(text: str, bracket: int) -> list[tuple[int, int, str, str]]:
     return [(match.start("name"), match.end("name"), "person_name", match["name"])]
 
 
-def _homes(text: str, settings: Pseudonyms, hints: set[str]) -> list[tuple[int, int, str, str]]:
+def _homes(text: str, settings: Pseudonyms, hints: set[str], known: frozenset[str] | set[str] = frozenset()
+           ) -> list[tuple[int, int, str, str]]:
+    """The user names of the home paths in `text`; with `known` (names found already), no span for a
+    path of a known user (`home_names`: a session's head names its user in every line)."""
     spans = []
     for match in _HOME.finditer(text) if "/Users/" in hints or "/home/" in hints else ():
+        if known and match["name"] in known:
+            continue
         start = match.start()
         before = text[start - 1:start]
         if (before and (before.isalnum() or before in "_.-/\\")
@@ -364,13 +375,14 @@ def _phones(text: str, settings: Pseudonyms) -> list[tuple[int, int, str, str]]:
     return spans
 
 
-def home_names(text: str) -> set[str]:
-    """The personal user names of the home paths in `text` (what `Pseudonyms.names` is made of).
+def home_names(text: str, known: frozenset[str] | set[str] = frozenset()) -> set[str]:
+    """The personal user names of the home paths in `text` (what `Pseudonyms.names` is made of), less
+    those in `known`.
 
     >>> sorted(home_names('"cwd":"/Users/alex/x" /home/USER/y C:\\\\Users\\\\Bo Li\\\\z'))
     ['Bo Li', 'alex']
     """
-    return {value for _, _, _, value in _homes(text, _NO_NAMES, _NO_NAMES.hints(text))}
+    return {value for _, _, _, value in _homes(text, _NO_NAMES, _NO_NAMES.hints(text), known)}
 
 
 _NO_NAMES = Pseudonyms(b"")

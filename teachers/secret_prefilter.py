@@ -54,6 +54,12 @@ def _compile(hyperscan: Any, patterns: Sequence[bytes], flags: Sequence[int]) ->
     return database, usable
 
 
+def _on_match(rule: int, start: int, end: int, flags: int, hits: set[int]) -> None:
+    # One function for every scan, the hits handed in as the context: a closure made per scan was a
+    # fifth of a scan's time on the short texts of real sessions (most of them).
+    hits.add(rule)
+
+
 def build(patterns: Sequence[bytes]) -> tuple[Prefilter, frozenset[int]] | None:
     """(scan, the indices it covers), or None without Hyperscan: `scan(data)` holds the index of every
     pattern (a rule's regex, in prefilter mode) that may match `data`. An index left uncovered (a
@@ -89,14 +95,10 @@ def build(patterns: Sequence[bytes]) -> tuple[Prefilter, frozenset[int]] | None:
 
     def scan(data: bytes) -> set[int]:
         hits: set[int] = set()
-
-        def on_match(rule: int, start: int, end: int, flags: int, context: Any) -> None:
-            hits.add(rule)
-
         scratch = getattr(local, "scratch", None)
         if scratch is None:
             scratch = local.scratch = hyperscan.Scratch(database)
-        database.scan(data, match_event_handler=on_match, scratch=scratch)
+        database.scan(data, match_event_handler=_on_match, context=hits, scratch=scratch)
         return hits
 
     return scan, frozenset(covered)

@@ -24,7 +24,7 @@ def run_pseudonyms(files: list[Path], key: bytes, secrets: bool) -> Pseudonyms:
     (the recorded cwd), and this machine's user (whose sessions they usually are)."""
     names: set[str] = set()
     for path in files:
-        names |= home_names(_head(path))
+        names |= home_names(_head(path), names)   # a known name is not looked at again (its every line)
     for name in (_local_user(), Path.home().name):
         if name:
             names.add(name)
