@@ -79,9 +79,26 @@ def parse() -> argparse.Namespace:
     add("--round0", type=Path, default=None, metavar="ARM_DIR",
         help="take round 0 from this finished arm folder (an earlier bench's, same split and rollout "
              "settings) instead of running it")
+    add("--after", default=None, metavar="ARM_DIR:ROUND",
+        help="start each arm from round ROUND of this arm folder (an earlier bench's pool arm): its rounds "
+             "0..ROUND are copied in and the next round trains on from that student, into "
+             "arm-<arm>-after-<that arm><ROUND> (the swapped control can only move away from a student "
+             "that does some of what the teachers do); --rounds counts from round 0 as before")
     add("--report", action="store_true", help="run nothing: print the tables of the arms under OUT (benches "
                                               "run side by side into one OUT, each with its own --arms)")
     return parser.parse_args()
+
+
+def after(args: argparse.Namespace) -> tuple[Path, int]:
+    folder, _, round_ = args.after.rpartition(":")
+    return Path(folder), int(round_)
+
+
+def arm_dir(args: argparse.Namespace, arm: str) -> Path:
+    if args.after is None:
+        return args.out / f"arm-{arm}"
+    source, round_ = after(args)
+    return args.out / f"arm-{arm}-after-{source.name.removeprefix('arm-')}{round_}"
 
 
 def loop_argv(args: argparse.Namespace, arm: str, url: str, split: tuple[Path, Path], tag: str) -> list[str]:
@@ -90,7 +107,7 @@ def loop_argv(args: argparse.Namespace, arm: str, url: str, split: tuple[Path, P
     run_args = "--per-teacher 2 --timeout 900" + (" --swap-pairs" if teachers == "swapped" else "")
     return ["--instances", str(split[0]), "--held-out", str(split[1]), "--student", str(args.model.resolve()),
             "--teachers", f"{who}1=openai/{who}1@{url}#price=3/15,{who}2=openai/{who}2@{url}#price=3/15",
-            "--out", str(args.out / f"arm-{arm}"), "--rounds", str(args.rounds), "--format", fmt,
+            "--out", str(arm_dir(args, arm)), "--rounds", str(args.rounds), "--format", fmt,
             "--device", args.device, "--max-turns", str(args.max_turns), "--max-tokens", str(args.max_tokens),
             "--temperature", str(args.temperature), "--samples", str(args.samples), "--held-out-samples", "1",
             "--test-split", "0.25" if args.judge else "0.1", "--max-steps", str(args.max_steps),
@@ -130,17 +147,53 @@ def seed_round0(source: Path, target: Path, argv: list[str]) -> None:
     target.mkdir(parents=True, exist_ok=True)
     for name in ("round-0", "heldout-run"):
         shutil.copytree(source / name, target / name)
-    shutil.copyfile(source / "teacher-cache.sqlite", target / "teacher-cache.sqlite")
-    # replay.eval asks at the held-out states on the cache the held-out run names: the target's own. The
-    # cache keys a served student by its name (openai/round-1), not its weights, so arms sharing one cache
-    # would read the first arm's round-K answers as their own.
+    copy_cache(source, target, 0)
+    config = LoopConfig(**vars(build_parser().parse_args(argv)), command="(seeded by bench/learning.py)")
+    (target / "loop.json").write_text(json.dumps({"settings": settings(config), "running": None,
+                                                  "rounds": {"0": ledger["rounds"]["0"]}}, indent=2))
+
+
+def seed_after(source: Path, last: int, target: Path, argv: list[str]) -> None:
+    """Rounds 0..`last` of `source` into `target` under `target`'s own settings: that loop resumes at round
+    `last` + 1 from source's round-`last` student."""
+    from replay.loop.cli import build_parser
+    from replay.loop.config import LoopConfig
+    from replay.loop.run import settings
+
+    if (target / "loop.json").exists():
+        follow_teachers(target, argv)
+        return
+    ledger = json.loads((source / "loop.json").read_text())
+    if "eval" not in ledger["rounds"].get(str(last), {}).get("stages", {}):
+        raise SystemExit(f"learning.py: --after {source}:{last}: round {last} was not evaluated there")
+    target.mkdir(parents=True, exist_ok=True)
+    for name in [f"round-{k}" for k in range(last + 1)] + ["heldout-run"]:
+        shutil.copytree(source / name, target / name)
+    copy_cache(source, target, last)
+    config = LoopConfig(**vars(build_parser().parse_args(argv)), command=f"(seeded from {source} round "
+                                                                         f"{last} by bench/learning.py)")
+    rounds = {str(k): ledger["rounds"][str(k)] for k in range(last + 1)}
+    (target / "loop.json").write_text(json.dumps({"settings": settings(config), "running": None,
+                                                  "rounds": rounds}, indent=2))
+
+
+def copy_cache(source: Path, target: Path, last: int) -> None:
+    """source's teacher cache as target's own, less the answers of source's students after round `last`.
+    replay.eval asks at the held-out states on the cache the held-out run names (made target's here), and
+    the cache keys a served student by its name (openai/round-K), not its weights: target's round K would
+    be read from source's round K."""
+    import sqlite3
+
+    with sqlite3.connect(source / "teacher-cache.sqlite") as origin, \
+            sqlite3.connect(target / "teacher-cache.sqlite") as cache:
+        origin.backup(cache)   # with what its write-ahead log holds
+        later = [model for (model,) in cache.execute("SELECT DISTINCT model FROM responses")
+                 if model.startswith("openai/round-") and int(model.rpartition("-")[2]) > last]
+        cache.executemany("DELETE FROM responses WHERE model = ?", [(model,) for model in later])
     run = target / "heldout-run" / "run.json"
     settings_ = json.loads(run.read_text())
     settings_["pool"]["cache"] = str((target / "teacher-cache.sqlite").resolve())
     run.write_text(json.dumps(settings_, indent=2))
-    config = LoopConfig(**vars(build_parser().parse_args(argv)), command="(seeded by bench/learning.py)")
-    (target / "loop.json").write_text(json.dumps({"settings": settings(config), "running": None,
-                                                  "rounds": {"0": ledger["rounds"]["0"]}}, indent=2))
 
 
 def follow_teachers(target: Path, argv: list[str]) -> None:
@@ -222,7 +275,7 @@ def main() -> int:
         print(f"learning.py: error: {what}", file=sys.stderr)
         return 2
     if args.report:
-        report(args.out, arms, {})
+        report(args, arms, {})
         return 0
     split = write_split(args.out, args.train, args.held)
     rows = [json.loads(line) for path in split for line in path.read_text().splitlines()]
@@ -244,8 +297,10 @@ def main() -> int:
             argv = loop_argv(args, arm, teachers.url, split, tag)
             current["arm"] = arm
             if arm.startswith("echo"):
-                echoes[arm] = EchoTeacher(args.out / f"arm-{arm}", held_ids)
-            if index or args.round0 or (args.out / f"arm-{arm}" / "loop.json").exists():
+                echoes[arm] = EchoTeacher(arm_dir(args, arm), held_ids)
+            if args.after is not None:
+                seed_after(*after(args), arm_dir(args, arm), argv)
+            elif index or args.round0 or (args.out / f"arm-{arm}" / "loop.json").exists():
                 seed_round0(args.round0 or args.out / f"arm-{arms[0]}", args.out / f"arm-{arm}", argv)
             began = time.monotonic()
             done = subprocess.run([sys.executable, "-m", "replay.loop", *argv], cwd=ROOT)
@@ -253,12 +308,13 @@ def main() -> int:
             print(f"{arm}: replay.loop exit {done.returncode} in {seconds[arm]:.0f} s", flush=True)
         misses = {arm: echo.misses for arm, echo in echoes.items()}
         print(f"teacher requests: {len(teachers.requests)}; no-signal requests no state matched: {misses}")
-    report(args.out, arms, seconds)
+    report(args, arms, seconds)
     return 0
 
 
-def report(out: Path, arms: list[str], seconds: dict[str, float]) -> None:
-    tables = {arm: figures(out / f"arm-{arm}") for arm in arms if (out / f"arm-{arm}/loop.json").is_file()}
+def report(args: argparse.Namespace, arms: list[str], seconds: dict[str, float]) -> None:
+    folders = {arm: arm_dir(args, arm) for arm in arms}
+    tables = {arm: figures(folder) for arm, folder in folders.items() if (folder / "loop.json").is_file()}
     for arm, table in tables.items():
         show(arm, table)
     formats_table(tables)
