@@ -190,7 +190,43 @@ def _given_spans(doc: Any, taken: list[tuple[int, int]]) -> list[tuple[int, int]
 
 def _spans_of(doc: Any, text: str) -> list[tuple[int, int]]:
     ner = [s for e in doc.ents if e.label_ == "PERSON" and (s := _ner_span(e, text)) is not None]
-    return sorted(ner + _given_spans(doc, ner))
+    return sorted(span for a, b in ner + _given_spans(doc, ner) if (span := _latin(text, a, b)) is not None)
+
+
+def _cjk(char: str) -> bool:
+    """A character of a script written without spaces (Chinese, Japanese, Korean): a word's end.
+
+    >>> _cjk("重"), _cjk("한"), _cjk("é")
+    (True, True, False)
+    """
+    return ("\u2e80" <= char <= "\u9fff" or "\uac00" <= char <= "\ud7af" or "\uf900" <= char <= "\ufaff"
+            or "\uff00" <= char <= "\uffef")
+
+
+def _joins(char: str) -> bool:
+    """Whether `char` next to a name makes it part of a longer word: a letter or digit, but not one of a
+    script written without spaces (`Dan Koe重置法` names Dan Koe).
+
+    >>> _joins("s"), _joins("2"), _joins("重"), _joins(" ")
+    (True, True, False, False)
+    """
+    return char.isalnum() and not _cjk(char)
+
+
+def _latin(text: str, start: int, end: int) -> tuple[int, int] | None:
+    """The span cut before its first CJK character: spaCy's tokenizer makes one token of `Koe重置法`
+    (no space between), and the name is `Koe`. None where nothing is left.
+
+    >>> _latin("Dan Koe重置法", 0, 10), _latin("重置", 0, 2)
+    ((0, 7), None)
+    """
+    for i in range(start, end):
+        if _cjk(text[i]):
+            end = i
+            break
+    while end > start and text[end - 1] == " ":
+        end -= 1
+    return (start, end) if end > start else None
 
 
 _STORE: dict[bytes, tuple[tuple[int, int], ...]] = {}
@@ -263,7 +299,8 @@ def replace_people(text: str, spans: Sequence[tuple[int, int]], settings: Pseudo
         while at >= 0:
             end = at + len(name)
             before, after = text[at - 1:at] if at else "", text[end:end + 1]
-            if not (before.isalnum() or after.isalnum() or (before and before in "_-./") or after == "_"):
+            joined = before and (_joins(before) or before in "_-./")
+            if not (joined or (after and (_joins(after) or after == "_"))):
                 spans.append((at, end))
             at = text.find(name, end)
     out, hits, names, last = [], [], [], 0
@@ -297,6 +334,7 @@ class PeoplePass:
         self._trace: str | None = None
         self._memo: dict[int, tuple[Any, Any, list[Hit]]] = {}
         self._known: list[str] = []   # names found in the trace's prose so far, longest first
+        self.found: set[str] = set()   # every name replaced in the run so far (`run_wide`)
 
     def __call__(self, trace_id: str, messages: list[Any], action: Any) -> tuple[list[Any], Any, list[Hit]]:
         if trace_id != self._trace:
@@ -333,6 +371,7 @@ class PeoplePass:
         for name in names:
             if name not in self._known:
                 self._known = sorted([*self._known, name], key=lambda n: (-len(n), n))
+                self.found.add(name)
         return text, hits
 
     def _message(self, message: Any, found: dict[Any, tuple[tuple[int, int], ...]]) -> tuple[Any, list[Hit]]:
@@ -388,6 +427,21 @@ def _prose(message: Any) -> dict[tuple[Any, ...], str]:
                 if isinstance(text, str) and text:
                     fields[(key, i, "text")] = text
     return fields
+
+
+def run_wide(found: set[str] | frozenset[str]) -> tuple[str, ...]:
+    """The names found in a run's prose that are replaced as words in every trace of it (the run's second
+    pass, replay/ingest/names_wide.py), longest first: a name found in one trace's prose is often in
+    another's tool output only (a document `Read`, a `git log`), which the model does not read. Not a
+    single word that is also an English word (`Mark`, `Core`, `Will`): the model called it a name in
+    its sentence, and elsewhere it is mostly the word.
+
+    >>> run_wide({"Dan", "Mark", "Dan Koe", "Priya"})
+    ('Dan Koe', 'Priya', 'Dan')
+    """
+    common = _lists()[1]
+    names = (n for n in found if " " in n or n.lower() not in common)
+    return tuple(sorted(names, key=lambda n: (-len(n), n)))
 
 
 def people_pass(settings: Pseudonyms) -> PeoplePass | None:

@@ -67,6 +67,7 @@ class Redaction:
     first: frozenset[Hit] = frozenset()
     last: frozenset[Hit] = frozenset()
     one_trace: bool = True     # every state of the file is in one trace (first and last are one)
+    people: frozenset[str] = frozenset()   # the names found in its prose (replay/ingest/names_wide.py)
 
 
 @dataclass
@@ -157,6 +158,8 @@ def read_apart(index: int, path: Path, options: IngestOptions, key: bytes | None
         redaction.counts = redactor.counts
         redaction.states_token_ids_dropped = redactor.states_token_ids_dropped
         redaction.last = frozenset(redactor.hits)
+        if redactor.people is not None:
+            redaction.people = frozenset(redactor.people.found)
         if redaction.one_trace:
             redaction.first = redaction.last
     return FileResult(writer.shard(), stats, redaction)
@@ -293,6 +296,8 @@ class _Counting:
         counts = self.redactor.counts
         counts.update(redaction.counts)
         self.redactor.states_token_ids_dropped += redaction.states_token_ids_dropped
+        if self.redactor.people is not None:
+            self.redactor.people.found |= redaction.people
         if first == self.trace:
             for kind, _digest in redaction.first & self.hits:
                 counts[kind] -= 1

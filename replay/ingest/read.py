@@ -35,6 +35,15 @@ def ingest_to_file(source: Path, out: Path, options: IngestOptions, console: Con
         files = find_files(source, stats)
     workers = 1 if options.max_states is not None else auto_workers(files, options.workers)
     _ingest(source, files, out, options, console, stats, redactor, workers)
+    if redactor is not None and redactor.people is not None and redactor.pseudonyms is not None:
+        from replay.ingest.names_wide import replace_run_wide
+        from teachers.person_names import KIND, run_wide
+        from teachers.pseudonyms import PREFIX
+
+        replaced, dropped = replace_run_wide(out, run_wide(redactor.people.found), redactor.pseudonyms)
+        if replaced:
+            redactor.counts[PREFIX + KIND] += replaced
+        redactor.states_token_ids_dropped += dropped
     report = Report()
     report.add_ingest(stats)
     report.extra["ingest_workers"] = workers
