@@ -299,7 +299,10 @@ def replace_people(text: str, spans: Sequence[tuple[int, int]], settings: Pseudo
         while at >= 0:
             end = at + len(name)
             before, after = text[at - 1:at] if at else "", text[end:end + 1]
-            joined = before and (_joins(before) or before in "_-./")
+            # After a `/`, a path's part (`docs/Logan.md`); not a name with a space in it, nor one with
+            # no `.` or `/` after it (`Covey/Dan Koe/Yangming`, `MBTI/Jung)`).
+            path = before == "/" and " " not in name and after in ("", ".", "/")
+            joined = before and (_joins(before) or before in "_-." or path)
             if not (joined or (after and (_joins(after) or after == "_"))):
                 spans.append((at, end))
             at = text.find(name, end)
@@ -434,13 +437,17 @@ def run_wide(found: set[str] | frozenset[str]) -> tuple[str, ...]:
     pass, replay/ingest/names_wide.py), longest first: a name found in one trace's prose is often in
     another's tool output only (a document `Read`, a `git log`), which the model does not read. Not a
     single word that is also an English word (`Mark`, `Core`, `Will`): the model called it a name in
-    its sentence, and elsewhere it is mostly the word.
+    its sentence, and elsewhere it is mostly the word. The given name of a full name goes too.
 
-    >>> run_wide({"Dan", "Mark", "Dan Koe", "Priya"})
-    ('Dan Koe', 'Priya', 'Dan')
+    >>> run_wide({"Mark", "Dan Koe", "Priya", "Vibe Schema"})
+    ('Vibe Schema', 'Dan Koe', 'Priya', 'Dan')
     """
-    common = _lists()[1]
-    names = (n for n in found if " " in n or n.lower() not in common)
+    given, common, software, _ = _lists()
+    names = {n for n in found if " " in n or n.lower() not in common}
+    # The given name of a full name goes too (`Eyal, Nir` in a book list after `Nir Eyal`), where it is
+    # no English word and no program's name.
+    names |= {part for n in found if " " in n for part in n.split()
+              if part.lower() in given and part.lower() not in common and part.lower() not in software}
     return tuple(sorted(names, key=lambda n: (-len(n), n)))
 
 

@@ -184,6 +184,16 @@ def test_a_latin_name_ends_where_cjk_text_begins() -> None:
     assert [prose[a:b] for a, b in find_people([prose])[0]] == ["Dan Koe"]
 
 
+def test_a_slash_before_a_name_is_a_path_only_where_the_name_looks_like_a_path_part() -> None:
+    from teachers.person_names import replace_people, run_wide
+    from teachers.pseudonyms import Pseudonyms
+
+    text, _, names = replace_people("Covey/Dan Koe/阳明, MBTI/Jung), docs/Jung.md, src/Jung/x, Eyal, Nir",
+                                    [], Pseudonyms(b"k"), run_wide({"Dan Koe", "Jung", "Nir Eyal"}))
+    assert names == ["Dan Koe", "Jung", "Eyal", "Nir"]   # the given names of a full name too
+    assert "docs/Jung.md" in text and "src/Jung/x" in text and "MBTI/person-" in text
+
+
 def test_no_names_keeps_them_and_changes_nothing_else(tmp_path: Path, fixtures_root: Path) -> None:
     source = tmp_path / "projects" / "-repo"
     _session(source, SESSION, "Sarah Chen")
