@@ -16,11 +16,12 @@ student's actions, as the run reads them): occurrences and distinct names, and a
 corpus file's string that holds it, the name marked [[NAME]]), written to `--sample-out` (outside the
 repository: it holds the corpus' names, to be read and judged by a person, never committed). For each
 sampled name, how often it is still in the pass-on OUT (any file) as a word, beside the `--no-names` OUT.
-Unless `--no-teacher`, for each sampled name its session is cut 40 lines after the line holding it and
-read with `--since` that line's time, so the states that carry it (and a few after) are put to a
-loopback teacher (tests/llm_server.py) through `replay.run --teachers`, with the pass on and, as the
-control that shows those states hold the names, with `--no-names`; the sampled names in the request
-bodies are counted as words.
+Unless `--no-teacher`, the sessions holding the sampled names are cut to windows (5 lines before the
+first line holding one, 40 after the last) and read in ONE run, as a user's run reads a corpus (the
+names found in any window's prose are the run's, replaced in all of them), so the states that carry the
+names (and a few others) are put to a loopback teacher (tests/llm_server.py) through
+`replay.run --teachers`, with the pass on and, as the control that shows those states hold the names,
+with `--no-names`; the sampled names in the request bodies are counted as words.
 """
 
 from __future__ import annotations
@@ -155,7 +156,7 @@ def _sample_file(path: Path, sample: list[str], counts: Counter[str], found: dic
              "record's type and the field holding it, then ~100 characters either side of it in the original "
              "session (line breaks shown as ⏎), the name marked [[...]]; then how often it is a word under "
              "the pass-on OUT and the --no-names OUT (every file), and in the requests a loopback teacher "
-             "got for the states after it (its session cut 40 lines after it, read --since its line). "
+             "got for the states around it (its session's window, read with the others in one run). "
              "Not judged here.", ""]
     for i, name in enumerate(sample, 1):
         hit = found.get(name)
@@ -174,41 +175,37 @@ def _sample_file(path: Path, sample: list[str], counts: Counter[str], found: dic
     path.write_text("\n".join(lines), encoding="utf-8")
 
 
-def _cut(found: dict[str, dict], work: Path, corpus: Path) -> list[tuple[Path, str]]:
-    """Per sampled name: a copy of its session cut 40 lines after the line holding it, and that line's
-    timestamp (the `--since` that puts to the teacher the states it is in, and few others)."""
-    cuts = []
-    for i, hit in enumerate(found.values()):
-        if not hit["timestamp"]:
-            continue
-        lines = (corpus / str(hit["file"])).read_bytes().splitlines(keepends=True)
-        copy = work / "cut" / f"s{i}" / Path(str(hit["file"])).name
+def _cut(found: dict[str, dict], work: Path, corpus: Path) -> Path:
+    """One folder of session windows: per session holding a sampled name, its lines from 5 before the
+    first line holding one to 40 after the last (the states that carry the names, and few others), under
+    the corpus's own project folders. Read in one run, as a user's run reads them all: the names found in
+    one window's prose are the run's, replaced in every window (replay/ingest/names_wide.py)."""
+    lines_of: dict[str, list[int]] = {}
+    for hit in found.values():
+        lines_of.setdefault(str(hit["file"]), []).append(int(hit["line"]))
+    root = work / "cut"
+    for file, numbers in sorted(lines_of.items()):
+        lines = (corpus / file).read_bytes().splitlines(keepends=True)
+        copy = root / file
         copy.parent.mkdir(parents=True, exist_ok=True)
-        copy.write_bytes(b"".join(lines[:int(hit["line"]) + 40]))
-        cuts.append((copy.parent, str(hit["timestamp"])))
-    return cuts
+        copy.write_bytes(b"".join(lines[max(0, min(numbers) - 6):max(numbers) + 40]))   # lines count from 1
+    return root
 
 
-def _teacher(cuts: list[tuple[Path, str]], work: Path, flags: list[str]) -> tuple[str, int]:
-    """The request bodies a loopback teacher received for the cut sessions (one run each), and their
-    number."""
+def _teacher(source: Path, work: Path, flags: list[str]) -> tuple[str, int]:
+    """The request bodies a loopback teacher received for the windows (one run), and their number."""
     from replay.run import main
     from tests.llm_server import LLMServer
     from tests.teacher_script import scripted
 
-    sent, requests = [], 0
-    for i, (source, since) in enumerate(cuts):
-        out = work / f"teacher{''.join(flags)}" / f"s{i}"
-        with LLMServer(scripted) as server, contextlib.redirect_stdout(io.StringIO()), \
-                contextlib.redirect_stderr(io.StringIO()):
-            cache = work / f"c{''.join(flags)}-{i}.sqlite"   # a cache per run: every state asked
-            cache.unlink(missing_ok=True)
-            main(["--source", str(source), "--out", str(out), "--force", "--cache", str(cache),
-                  "--since", since, "--ingest-workers", "1", "--teachers", f"ta=openai/ta@{server.url}",
-                  *flags])
-            sent.append(json.dumps(server.requests, ensure_ascii=False))
-            requests += len(server.requests)
-    return "\n".join(sent), requests
+    out = work / f"teacher{''.join(flags)}"
+    with LLMServer(scripted) as server, contextlib.redirect_stdout(io.StringIO()), \
+            contextlib.redirect_stderr(io.StringIO()):
+        cache = work / f"c{''.join(flags)}.sqlite"   # a cache per run: every state asked
+        cache.unlink(missing_ok=True)
+        main(["--source", str(source), "--out", str(out), "--force", "--cache", str(cache),
+              "--teachers", f"ta=openai/ta@{server.url}", *flags])
+        return json.dumps(server.requests, ensure_ascii=False), len(server.requests)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -248,12 +245,13 @@ def main(argv: list[str] | None = None) -> int:
           f"occurrences), --no-names {sum(map(bool, kept[1]))} ({sum(kept[1])})")
     sent_to: dict[str, dict[str, int]] = {}
     if not args.no_teacher:
-        cuts = _cut(found, work, corpus)
+        windows = _cut(found, work, corpus)
+        sessions = sum(1 for _ in windows.rglob("*.jsonl"))
         for flags in ([], ["--no-names"]):
             label = "names on" if not flags else "--no-names"
-            sent, requests = _teacher(cuts, work, flags)
+            sent, requests = _teacher(windows, work, flags)
             hits = sent_to[label] = {n: _words(sent, n) for n in sample if _words(sent, n)}
-            print(f"  loopback teacher, {label}: {requests} requests for {len(cuts)} names' cut sessions; "
+            print(f"  loopback teacher, {label}: {requests} requests for {sessions} sessions' windows; "
                   f"sampled names in them: {len(hits)} of {len(sample)} ({sum(hits.values())} occurrences)")
     out = args.sample_out or work / "sample.md"
     _sample_file(out, sample, counts, found, where, left, sent_to, corpus)
