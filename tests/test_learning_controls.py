@@ -5,6 +5,7 @@ the no-signal teacher answers exactly the student's action (replay.run then make
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -151,7 +152,7 @@ def test_vllm_serves_an_untrained_round_as_its_parent(tmp_path: Path) -> None:
     import os
     import sys
 
-    from replay.loop.config import LoopConfig
+    from replay.loop.config import LoopConfig, LoopError
     from replay.loop.run import Loop, student
     from replay.loop.serving import VllmEngine
 
@@ -190,5 +191,9 @@ def test_vllm_serves_an_untrained_round_as_its_parent(tmp_path: Path) -> None:
         assert served(2) == ["round-0", "round-1", "round-2"]
         trained = str((config.out / "round-3" / "trained").resolve())
         assert served(3) == ["round-0", "round-1", "round-2", f"round-3={trained}"]
+        # an adapter gone after its round trained is an error, never round 0 served in its place
+        shutil.rmtree(trained)
+        with pytest.raises(LoopError, match="round 3: its adapter .* is missing"):
+            engine.url(student(config, 3))
     finally:
         engine.close()

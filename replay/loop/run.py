@@ -36,6 +36,12 @@ def check(config: LoopConfig) -> None:
         raise LoopError(f"--url is for --engine url (this loop serves with --engine {config.engine})")
 
 
+# The mark `Loop.untrained` leaves in a round's adapter folder when there is no adapter to copy (no round had
+# trained yet): the round is round 0's weights under its own name. Explicit, so an adapter that is missing
+# for any other reason is an error (serving round 0 in its place would measure round 0 as round K).
+SAME_AS_ROUND_0 = "same-as-round-0"
+
+
 def student(config: LoopConfig, round_: int) -> Student:
     """Round K's student: its weights and the name requests carry. `transformers serve` loads a model by
     the request's `model`, so there the name is the folder; vLLM serves rounds as `round-K`."""
@@ -44,6 +50,13 @@ def student(config: LoopConfig, round_: int) -> Student:
         names = {"transformers": folder, "vllm": "round-0", "url": config.served_name or config.student}
         return Student(round=0, folder=folder, name=names[config.engine])
     trained = (stages.round_dir(config, round_) / "trained").resolve()
+    if config.lora_r > 0 and (trained / SAME_AS_ROUND_0).is_file():
+        # transformers serves the copy of round 0's folder made for it, by its path; vLLM round 0's weights
+        # under this round's name
+        if config.engine == "transformers":
+            folder = str((stages.round_dir(config, round_) / "student").resolve())
+            return Student(round=round_, folder=folder, name=folder, untrained=True)
+        return Student(round=round_, folder=student(config, 0).folder, name=f"round-{round_}", untrained=True)
     if config.lora_r <= 0:
         folder, adapter = str(trained), None
     else:
@@ -117,8 +130,6 @@ class Loop:
     def train(self, round_: int) -> dict[str, Any]:
         trained = self._fresh(self.dir(round_) / "trained")
         parent = student(self.config, round_ - 1)
-        if parent.adapter is not None and not Path(parent.adapter).exists():
-            parent = parent.model_copy(update={"adapter": None})   # an untrained round of round 0
         if stages.training_rows(self.dir(round_) / "pairs") == 0:
             return self.untrained(round_, parent, trained)
         self._run(round_, "train", stages.train_argv(self.config, round_, parent, self.dir(round_) / "pairs",
@@ -141,6 +152,9 @@ class Loop:
             # vLLM serves round K as round K-1's adapter, or, with none (round 0), as round 0 under its name.
             if parent.adapter is not None:
                 shutil.copytree(parent.adapter, trained, dirs_exist_ok=True)
+            else:
+                trained.mkdir(parents=True, exist_ok=True)
+                (trained / SAME_AS_ROUND_0).write_text(f"round {round_} is round 0: no round has trained\n")
             if self.config.engine == "transformers":
                 shutil.copytree(parent.folder, self._fresh(self.dir(round_) / "student"))
         else:

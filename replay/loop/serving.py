@@ -192,10 +192,13 @@ class VllmEngine(Engine):
         self.aliases: list[str] = []     # untrained rounds of round 0 (no training rows): round 0's weights
 
     def url(self, student: Student) -> str:
-        if student.adapter is None and student.round > 0:     # --lora-r 0: a folder of its own
-            return self._serve(student.folder, student.name, {})
-        if student.adapter is not None and not Path(student.adapter).exists():
+        if student.untrained:
             self.aliases = sorted({*self.aliases, student.name})
+        elif student.adapter is None and student.round > 0:     # --lora-r 0: a folder of its own
+            return self._serve(student.folder, student.name, {})
+        elif student.adapter is not None and not Path(student.adapter).is_dir():
+            raise LoopError(f"round {student.round}: its adapter {student.adapter} is missing (moved or "
+                            f"deleted after its train stage finished); a round is served from its adapter")
         elif student.adapter is not None:
             self.adapters = {**self.adapters, student.name: student.adapter}
         return self._serve(self.config.student, "round-0", self.adapters, self.aliases)

@@ -26,6 +26,7 @@ class Student(BaseModel):
     folder: str               # full weights: a local folder, or round 0's Hub name
     name: str                 # the model name requests carry (transformers: the folder itself)
     adapter: str | None = None   # round K's LoRA adapter of round 0's model (None: round 0, or --lora-r 0)
+    untrained: bool = False      # a round with no training rows while no round had trained: round 0's weights
 
 
 def is_hub_name(text: str) -> bool:
