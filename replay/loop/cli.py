@@ -77,26 +77,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-PASSED_ON = ("--vllm-args", "--collect-args", "--run-args", "--train-args")
-
-
-def attached(argv: list[str]) -> list[str]:
-    """The value of a flag that passes flags on, attached to it: argparse reads a value that is one flag
-    (`--train-args --no-eval`, `--vllm-args --enforce-eager`) as a flag of its own and refuses it.
+def attached(argv: list[str], parser: argparse.ArgumentParser | None = None) -> list[str]:
+    """The value of a flag that passes flags on (the parser's `ARGS` flags), attached to it: argparse reads
+    a value that is one flag (`--train-args --no-eval`, `--vllm-args --enforce-eager`) as a flag of its own
+    and refuses it.
 
     >>> attached(["--train-args", "--no-eval", "--vllm-args", "--dtype bfloat16", "--rounds", "2"])
     ['--train-args=--no-eval', '--vllm-args=--dtype bfloat16', '--rounds', '2']
     """
+    passing = {flag for action in (parser or build_parser())._actions if action.metavar == "ARGS"
+               for flag in action.option_strings}
     out, rest = [], iter(argv)
     for arg in rest:
-        value = next(rest, None) if arg in PASSED_ON else None
+        value = next(rest, None) if arg in passing else None
         out.append(arg if value is None else f"{arg}={value}")
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser().parse_args(attached(argv))
+    parser = build_parser()
+    args = parser.parse_args(attached(argv, parser))
     from pydantic import ValidationError
 
     from replay.loop.config import LoopConfig, LoopError
