@@ -101,3 +101,23 @@ def test_a_passed_on_value_that_is_one_flag_is_read_as_the_value(tmp_path: Path)
                                                "--enforce-eager", "--run-args", "--per-teacher 2"]))
     assert (args.train_args, args.vllm_args, args.run_args) == ("--no-eval", "--enforce-eager",
                                                                 "--per-teacher 2")
+
+
+def test_kto_with_a_batch_of_one_is_refused_before_anything_runs(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """TRL's KTO refuses a batch of one only once the model is loaded (a whole round's collect and pairs
+    before, in the loop): replay.train and replay.loop say so up front."""
+    from replay.loop.config import LoopError
+    from replay.loop.run import check
+    from replay.train.cli import main as train_main
+
+    with pytest.raises(SystemExit) as stopped:
+        train_main("kto", ["--dataset", str(tmp_path), "--model", "m", "--output", str(tmp_path / "o"),
+                           "--batch-size", "1"])
+    assert stopped.value.code == 2 and "KTO needs 2 or more" in capsys.readouterr().err
+    for name in ("train.jsonl", "held.jsonl"):
+        (tmp_path / name).write_text("")
+    local = config(tmp_path).model_copy(update={"batch_size": 1})   # a Hub name: no folder checked
+    with pytest.raises(LoopError, match="--format kto needs --batch-size 2"):
+        check(local.model_copy(update={"format": "kto"}))
+    check(local.model_copy(update={"format": "dpo"}))

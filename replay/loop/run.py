@@ -34,12 +34,18 @@ def check(config: LoopConfig) -> None:
                         "that way")
     if config.url and config.engine != "url":
         raise LoopError(f"--url is for --engine url (this loop serves with --engine {config.engine})")
+    if config.format == "kto" and config.batch_size < 2:
+        raise LoopError(KTO_BATCH)
 
 
 # The mark `Loop.untrained` leaves in a round's adapter folder when there is no adapter to copy (no round had
 # trained yet): the round is round 0's weights under its own name. Explicit, so an adapter that is missing
 # for any other reason is an error (serving round 0 in its place would measure round 0 as round K).
 SAME_AS_ROUND_0 = "same-as-round-0"
+
+
+KTO_BATCH = ("--format kto needs --batch-size 2 or more: TRL's KTO estimates its KL term from the other rows "
+             "of a batch, and refuses a batch of one")
 
 
 def student(config: LoopConfig, round_: int) -> Student:

@@ -53,7 +53,11 @@ def main(fmt: str, argv: list[str] | None = None) -> object:
     from replay.signals import interrupted_exit, stop_signals
     from replay.train.run import ADAPTER_SAVED, train
 
-    args = build_parser(fmt).parse_args(argv)
+    parser = build_parser(fmt)
+    args = parser.parse_args(argv)
+    if fmt == "kto" and args.batch_size < 2:   # TRL says so only once the model is loaded
+        parser.error("--batch-size: KTO needs 2 or more (TRL estimates its KL term from the other rows of a "
+                     "batch)")
     options = TrainOptions(dataset=args.dataset, model=args.model, adapter=args.adapter, format=fmt,
                            output=args.output,
                            max_steps=args.max_steps, epochs=args.epochs, max_length=args.max_length,
