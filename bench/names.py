@@ -229,7 +229,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"names found in prose (states of the --no-names run): {sum(counts.values())} occurrences, "
           f"{len(counts)} distinct")
     sample = random.Random(args.seed).sample(sorted(counts), min(args.sample, len(counts)))
-    files = {p.stem: p for p in sorted(corpus.rglob("*.jsonl"))}
+    # a trace's file: `<session>.jsonl`, or `<session>/subagents/agent-<id>.jsonl` for `<session>/agent-<id>`
+    files = {(f"{p.parent.parent.name}/{p.stem}" if p.parent.name == "subagents" else p.stem): p
+             for p in sorted(corpus.rglob("*.jsonl"))}
     found = {}
     for name in sample:
         trace, before, after, _ = where[name]
@@ -247,9 +249,10 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_teacher:
         windows = _cut(found, work, corpus)
         sessions = sum(1 for _ in windows.rglob("*.jsonl"))
+        subagents = ["--include-subagents"] if args.include_subagents else []
         for flags in ([], ["--no-names"]):
             label = "names on" if not flags else "--no-names"
-            sent, requests = _teacher(windows, work, flags)
+            sent, requests = _teacher(windows, work, flags + subagents)
             hits = sent_to[label] = {n: _words(sent, n) for n in sample if _words(sent, n)}
             print(f"  loopback teacher, {label}: {requests} requests for {sessions} sessions' windows; "
                   f"sampled names in them: {len(hits)} of {len(sample)} ({sum(hits.values())} occurrences)")
