@@ -186,3 +186,19 @@ def test_the_training_tokenizer_drops_what_it_cannot_train_on(tmp_path: Path) ->
     # Hermes drops text beside a call: kept, and said so in the row's `preflight` column.
     assert [r["preflight"]["tokenizer: hermes"] for r in kept] == [[], [], [], ["content_not_rendered"], []]
     assert checks["templates"]["tokenizer: hermes"]["passed"] == 5 and not checks["dropped"]
+
+
+def test_a_null_content_beside_tool_calls_is_written_so_qwen3s_template_renders_it() -> None:
+    """An OpenAI tool-call message carries `content: null`; Qwen3's template (and SmolLM2's copy of it, where
+    TRL's KTO failed on such a row in #57's bench) looks for `</think>` in the content and fails on null."""
+    from replay.export.pairs import dataset_message
+    from replay.export.templates import named_template
+
+    call = {"id": "c", "type": "function", "function": {"name": "bash", "arguments": '{"command": "ls"}'}}
+    messages = [{"role": "user", "content": "hi"},
+                {"role": "assistant", "content": None, "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": "c", "content": "x"}]
+    template = named_template("qwen3")
+    with pytest.raises(TypeError):
+        template.render(messages, None)
+    assert '"command": "ls"' in template.render([dataset_message(m) for m in messages], None)

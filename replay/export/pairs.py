@@ -39,14 +39,18 @@ def _arguments(arguments: Any) -> Any:
 
 
 def dataset_message(message: dict[str, Any]) -> dict[str, Any]:
-    """A copy of one chat message fit for the dataset: thinking keys dropped, string arguments parsed.
+    """A copy of one chat message fit for the dataset: thinking keys dropped, string arguments parsed, a
+    null `content` (the OpenAI API's, beside tool calls) written as "": chat templates read it as a
+    string (SmolLM2's and Qwen3's look for `</think>` in it), and TRL failed on a row with one.
 
-    >>> m = dataset_message({"role": "assistant", "content": "", "thinking": "hmm", "tool_calls": [
+    >>> m = dataset_message({"role": "assistant", "content": None, "thinking": "hmm", "tool_calls": [
     ...     {"id": "c", "type": "function", "function": {"name": "Bash", "arguments": '{"command": "ls"}'}}]})
-    >>> sorted(m), m["tool_calls"][0]["function"]["arguments"]
-    (['content', 'role', 'tool_calls'], {'command': 'ls'})
+    >>> sorted(m), m["content"], m["tool_calls"][0]["function"]["arguments"]
+    (['content', 'role', 'tool_calls'], '', {'command': 'ls'})
     """
     out = {key: value for key, value in message.items() if key not in _THINKING_KEYS}
+    if "content" in out and out["content"] is None:
+        out["content"] = ""
     if out.get("tool_calls"):
         calls = []
         for call in out["tool_calls"]:
