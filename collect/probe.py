@@ -5,7 +5,8 @@
   `--enable-auto-tool-choice` refuses `tool_choice: auto`; 0.12+ answers the call as text, and so does a
   server whose `--tool-call-parser` does not match the model. Either way no rollout could work: the run
   stops with one line naming the flags, before any rollout is counted (unless the reply was cut at the
-  token limit: then its call may be unfinished, and the run goes on with a warning).
+  token limit, or its markup holds no call a parser could read: a model's fault, not the server's; the run
+  goes on with a warning).
 
 The answer also tells whether token ids come back and which reasoning field the server uses; all of
 it goes into report.json (`servers`). A model that answers without a call proves nothing either way:
@@ -14,7 +15,9 @@ the run goes on, with a warning.
 
 from __future__ import annotations
 
+import json
 import logging
+import re
 from typing import Any
 
 from pydantic import BaseModel
@@ -80,14 +83,42 @@ def probe(backend: Backend, model: str, spec: AgentSpec, sampling: dict[str, Any
     marker = find_markup(reply.message.get("content"), spec.tool_call_markers)
     # A reply cut at the token limit may stop inside its call, which no parser reads: that proves nothing
     # of the server (a small model with a short --max-tokens does it, e.g. SmolLM2 at 96 tokens).
-    if not reply.tool_calls and marker and reply.finish_reason != "length":
+    # Nor does markup no parser could read (a trained student that writes `<tool_call>bash rmash…`, #57's
+    # bench after two DPO rounds): only a call a parser reads, answered as text, shows the parser is off.
+    content = reply.message.get("content") or ""
+    if (not reply.tool_calls and marker and reply.finish_reason != "length"
+            and well_formed(content, marker)):
         raise CollectError(f"the student server at {backend.name} answered a tool call as text ({marker}), "
                            f"so it does not parse tool calls: {TOOL_PARSER_HINT}")
     info.tool_calls = "parsed" if reply.tool_calls else "not_called"
     if not reply.tool_calls:
-        log.warning("%s: the start-up check asked for a tool call and got text; tool parsing is unverified",
-                    backend.name)
+        what = "tool-call markup no parser reads" if marker else "text"
+        log.warning("%s: the start-up check asked for a tool call and got %s; tool parsing is unverified",
+                    backend.name, what)
     info.token_ids = reply.completion_token_ids is not None
     info.reasoning_field = reply.reasoning_field
     info.token_extension_dropped = backend.dropped
     return info
+
+
+def well_formed(content: str, marker: str) -> bool:
+    """Whether the markup after `marker` holds a call a parser reads: a JSON object with a `name` (Hermes,
+    Mistral, Llama 3), or Qwen3-Coder's `<function=NAME>`.
+
+    >>> well_formed('<tool_call>\\n{"name": "bash", "arguments": {}}\\n</tool_call>', "<tool_call>")
+    True
+    >>> well_formed("<tool_call>bash rmash cmdcatbash<tool_call>bash", "<tool_call>")
+    False
+    """
+    rest = content[content.find(marker) + len(marker):]
+    if marker == "<function=":
+        return re.match(r"[\w.-]+>", rest) is not None
+    start = min((at for at in (rest.find("{"), rest.find("[")) if at >= 0), default=-1)
+    if start < 0:
+        return False
+    try:
+        value, _ = json.JSONDecoder().raw_decode(rest, start)
+    except ValueError:
+        return False
+    items = value if isinstance(value, list) else [value]
+    return any(isinstance(item, dict) and "name" in item for item in items)

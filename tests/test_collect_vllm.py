@@ -151,6 +151,16 @@ def test_a_probe_reply_cut_inside_its_call_proves_nothing_of_the_server(tmp_path
     assert info.tool_calls == "not_called"
 
 
+def test_a_probe_reply_of_markup_no_parser_reads_proves_nothing_of_the_server(tmp_path: Path) -> None:
+    """A trained student that writes `<tool_call>` and no call (#57's bench: SmolLM2 after two DPO rounds,
+    `<tool_call>bash rmash cmdcatbash…`) on a server with the right parser: the parser leaves it as text,
+    which says nothing of the server, so the run goes on, unverified."""
+    junk = "<tool_call>bash rmash cmdcatbash<tool_call>bash filterbash"
+    with VLLMServer(lambda request: junk, VLLMConfig(version="0.33")) as server:
+        info = probe(Backend(server.url, "EMPTY"), "student", SPEC, {"max_tokens": 64})
+    assert info.tool_calls == "not_called"
+
+
 def test_the_probe_reads_the_context_and_refuses_a_model_the_server_does_not_serve(tmp_path: Path) -> None:
     with VLLMServer(toy_policy(), VLLMConfig(max_model_len=4096)) as server:
         info = probe(Backend(server.url, "EMPTY"), "student", SPEC, {})
