@@ -322,7 +322,7 @@ def replace_people(text: str, spans: Sequence[tuple[int, int]], settings: Pseudo
 
 _PROSE_ROLES = frozenset({"user", "assistant"})
 _PROSE_KEYS = ("content", "text", "thinking", "reasoning_content")
-_STRUCTURAL = frozenset({"role", "type", "id", "tool_call_id", "name"})
+STRUCTURAL = frozenset({"role", "type", "id", "tool_call_id", "name"})   # never a name: ids, roles
 Hit = tuple[str, str]
 
 
@@ -386,7 +386,7 @@ class PeoplePass:
                 hits.extend(new)
                 return text
             if isinstance(value, dict):
-                return {k: v if k in _STRUCTURAL else walk(v, (*path, k)) for k, v in value.items()}
+                return {k: v if k in STRUCTURAL else walk(v, (*path, k)) for k, v in value.items()}
             if isinstance(value, list):
                 return [walk(v, (*path, i)) for i, v in enumerate(value)]
             return value

@@ -22,12 +22,10 @@ import orjson
 
 from ingestion.store import STATES_FILE, TRACES_FILE
 from teachers.hint_scan import literal
-from teachers.person_names import replace_people
+from teachers.person_names import STRUCTURAL, replace_people
 from teachers.pseudonyms import Pseudonyms
 from teachers.redact_state import TOKEN_FIELDS
 from teachers.secret_prefilter import build
-
-_STRUCTURAL = frozenset({"role", "type", "id", "tool_call_id", "name"})
 
 
 def replace_run_wide(out: Path, names: tuple[str, ...], settings: Pseudonyms) -> tuple[int, int]:
@@ -116,7 +114,7 @@ def _walk(value: Any, names: tuple[str, ...], settings: Pseudonyms, hit: set[str
         hit.update(replaced)
         return text
     if isinstance(value, dict):
-        return {k: v if k in _STRUCTURAL else _walk(v, names, settings, hit) for k, v in value.items()}
+        return {k: v if k in STRUCTURAL else _walk(v, names, settings, hit) for k, v in value.items()}
     if isinstance(value, list):
         return [_walk(v, names, settings, hit) for v in value]
     return value
