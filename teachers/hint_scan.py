@@ -50,10 +50,11 @@ class HintScan:
             return set()
         found = set()
         if self._scan is not None:
-            if data is None:
-                data = text.encode("utf-8", "surrogatepass")
-            found = {self._keys[i] for i in self._scan(data)}
-        for key, word in self._fallback.items():
-            if word in text:
-                found.add(key)
+            hits = self._scan(text.encode("utf-8", "surrogatepass") if data is None else data)
+            if hits:   # (two texts in three of a real corpus hold none: no set made for them)
+                found = {self._keys[i] for i in hits}
+        if self._fallback:
+            for key, word in self._fallback.items():
+                if word in text:
+                    found.add(key)
         return found
