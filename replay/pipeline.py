@@ -77,12 +77,15 @@ def run(config: RunConfig, console: Console | None = None,
 def _run_into(work: Path, config: RunConfig, pool: TeacherPool | None, judge: TeacherSpec | None,
               console: Console, files: list[Path], stats: IngestStats) -> Report:
     """Ingest → select → ask → decide → export, into the run's fresh folder `work`."""
-    from replay.ingest.pseudonyms import OPERATIONAL, pseudonymise_json, run_pseudonyms
+    from replay.ingest.parallel import warm
+    from replay.ingest.pseudonyms import OPERATIONAL, pseudonymise_json, start_run_pseudonyms
     from teachers.person_names import names_status
     from teachers.redact_state import StateRedactor
 
     key = redaction_key() if config.redact or config.pseudonymise else None
-    pseudonyms = run_pseudonyms(files, key, config.redact) if key and config.pseudonymise else None
+    pending = start_run_pseudonyms(files, key, config.redact) if key and config.pseudonymise else None
+    warm(config.redact)   # the readers imported and the rules compiled while the files' heads are read
+    pseudonyms = pending() if pending is not None else None
     redactor = (StateRedactor(key if config.redact else None, pseudonyms, config.names)
                 if config.redact or pseudonyms is not None else None)
     names = names_status(config.pseudonymise, config.names,

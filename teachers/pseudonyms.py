@@ -188,10 +188,15 @@ class Pseudonyms:
     def hints(self, text: str, data: bytes | None = None) -> set[str]:
         """The hints (`_HINTS`' keys, bare forms) in `text` (`data`: its UTF-8 bytes, if had), in one
         pass. (Compiled on first use: no work at import, and a worker process compiles its own.)"""
+        scan = self._scan or self.prepare()   # type: ignore[attr-defined]
+        return scan(text, data)
+
+    def prepare(self) -> HintScan:
+        """The hints' scanner, compiled (or loaded) now: before worker processes fork, say."""
         if self._scan is None:   # type: ignore[attr-defined]
             forms = {form: _bounded(form) for form in self._bare_forms}   # type: ignore[attr-defined]
             object.__setattr__(self, "_scan", HintScan({**_HINTS, **forms}))
-        return self._scan(text, data)   # type: ignore[attr-defined]
+        return self._scan   # type: ignore[attr-defined]
 
     def __reduce__(self) -> tuple:
         # A worker process unpickles one object per settings (memo keys are by identity) and compiles
@@ -250,7 +255,27 @@ def pseudonymise_found(text: str, settings: Pseudonyms, data: bytes | None = Non
     hints = settings.hints(text, data)
     if not hints:   # most texts
         return text, ()
+    forms = hints & settings._bare_set   # type: ignore[attr-defined]
+    spans = _spans(text, settings, hints - forms if forms else hints)
+    found: list[tuple[str, str]] = []
+    if forms and not spans and settings._bare_words:   # type: ignore[attr-defined]
+        text = _bare_only(text, settings, forms, found)   # most texts with a hint on real sessions
+    else:
+        if forms:
+            spans += _bare(text, settings, forms)
+        if not spans:
+            return text, ()
+        text = _splice(text, spans, settings, found)
+    # Each value once: the redactor counts distinct values per trace, and a path-heavy text names its
+    # user hundreds of times (105,000 hits in 58,000 texts of a real corpus, issue #55).
+    return text, tuple(dict.fromkeys(found))
+
+
+def _spans(text: str, settings: Pseudonyms, hints: set[str]) -> list[tuple[int, int, str, str]]:
+    """The spans of every kind but bare names whose hints (`hints`) are in `text`."""
     spans: list[tuple[int, int, str, str]] = []
+    if not hints:
+        return spans
     if "<email>" in hints:
         spans += _emails(text, settings)
     if not hints.isdisjoint(_HOME_HINTS):
@@ -261,31 +286,18 @@ def pseudonymise_found(text: str, settings: Pseudonyms, data: bytes | None = Non
         spans += _ips(text, settings)
     if "<phone>" in hints:
         spans += _phones(text, settings)
-    bare = not hints.isdisjoint(settings._bare_set)   # type: ignore[attr-defined]
-    found: list[tuple[str, str]] = []
-    if bare and not spans and settings._bare_words:   # type: ignore[attr-defined]
-        text = _bare_only(text, settings, hints, found)   # most texts with a hint on real sessions
-    else:
-        if bare:
-            spans += _bare(text, settings, hints)
-        if not spans:
-            return text, ()
-        text = _splice(text, spans, settings, found)
-    # Each value once: the redactor counts distinct values per trace, and a path-heavy text names its
-    # user hundreds of times (105,000 hits in 58,000 texts of a real corpus, issue #55).
-    return text, tuple(dict.fromkeys(found))
+    return spans
 
 
-def _bare_only(text: str, settings: Pseudonyms, hints: set[str], found: list[tuple[str, str]]) -> str:
-    """`text` with its bare user names replaced where nothing else is: what `_splice` makes of `_bare`'s
-    spans, by one C substitution per form, longest first (names whose ends are letters or digits never
-    overlap, so the order of the spans is not needed)."""
-    for form in settings._bare_forms:   # type: ignore[attr-defined]
-        if form in hints:
-            mark = _mark(settings, "user_name", form)
-            text, replaced = settings._bare_patterns[form].subn(mark[0], text)   # type: ignore[attr-defined]
-            if replaced:
-                found.append(mark[1])
+def _bare_only(text: str, settings: Pseudonyms, forms: set[str], found: list[tuple[str, str]]) -> str:
+    """`text` with its bare user names (`forms`: those its hints hold) replaced where nothing else is:
+    what `_splice` makes of `_bare`'s spans, by one C substitution per form, longest first (names whose
+    ends are letters or digits never overlap, so the order of the spans is not needed)."""
+    for form in sorted(forms, key=lambda f: (-len(f), f)) if len(forms) > 1 else forms:
+        mark = _mark(settings, "user_name", form)
+        text, replaced = settings._bare_patterns[form].subn(mark[0], text)   # type: ignore[attr-defined]
+        if replaced:
+            found.append(mark[1])
     return text
 
 
@@ -375,11 +387,9 @@ def _encoded(text: str, settings: Pseudonyms, hints: set[str]) -> list[tuple[int
     return spans
 
 
-def _bare(text: str, settings: Pseudonyms, hints: set[str]) -> list[tuple[int, int, str, str]]:
+def _bare(text: str, settings: Pseudonyms, forms: set[str]) -> list[tuple[int, int, str, str]]:
     spans = []
-    for form in settings._bare_forms:   # type: ignore[attr-defined]
-        if form not in hints:
-            continue
+    for form in forms:   # (the order of the spans is `_splice`'s)
         # str.find, form by form: an alternation of words crawls in `re` (1.5 s against 0.4 s a corpus)
         at = text.find(form)
         while at >= 0:

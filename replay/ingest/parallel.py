@@ -170,15 +170,17 @@ _READERS = ("ingestion.claude_rollouts", "ingestion.detect", "ingestion.claude_c
             "teachers.redact_state", "teachers.secret_rules")
 
 
-def _warm() -> None:
-    """The readers imported and the rules compiled (and the prefilter loaded), before a first file."""
+def warm(rules: bool = True) -> None:
+    """The readers imported and (`rules`) the rules compiled and the prefilter loaded, before a first
+    file. Once per process: what is done is not done again."""
     import importlib
-
-    from teachers.secret_rules import rule_set
 
     for name in _READERS:
         importlib.import_module(name)
-    rule_set()
+    if rules:
+        from teachers.secret_rules import rule_set
+
+        rule_set()
 
 
 # --- in the main process ----------------------------------------------------------------------------
@@ -259,7 +261,7 @@ def worker_pool(workers: int) -> Iterator[Workers]:
     methods = multiprocessing.get_all_start_methods()
     if sys.platform == "linux" and threading.active_count() == 1:
         context = multiprocessing.get_context("fork")
-        _warm()   # once here, not once per worker: forked workers share what it loaded and compiled
+        warm()   # once here, not once per worker: forked workers share what it loaded and compiled
         gc.freeze()   # and their GC, on between files, leaves it alone (no copy of those pages)
     elif "forkserver" in methods:   # macOS forks badly (its system libraries), Linux with threads
         context = multiprocessing.get_context("forkserver")
@@ -275,7 +277,7 @@ def worker_pool(workers: int) -> Iterator[Workers]:
             # The first submit starts every process (forked ones at once, in submit); a fork server's
             # compile the rules while this process lists and queues the files.
             for _ in range(workers):
-                pool.submit(_warm)
+                pool.submit(warm)
             yield Workers(pool, workers, resolver_ends)
     finally:
         gc.unfreeze()
