@@ -2,7 +2,7 @@
 
     python -m bench.pseudonymise --corpus /tmp/cc-corpus [--baseline /tmp/base] [--repeat 3]
                                  [--ccl /tmp/ccl-venv/bin/python] [--speed-only] [--teacher-states 300]
-                                 [--no-names] [--names-repeat 1]
+                                 [--no-names] [--names-repeat 1] [--include-subagents]
 
 `--corpus`: real public sessions gathered OUTSIDE the repository (`python -m bench.real_sessions gather`;
 never commit one). Each variant runs `python -m replay.run --source CORPUS --out TMP --dry-run` in a fresh
@@ -14,7 +14,8 @@ claude-code-log`), also its `load_transcript` over the files the dry run reads a
 in one process, as `bench.real_sessions measure --ccl`). Each checkout's bytecode is compiled first (as an
 installed wheel has it). `--no-names` adds a variant with #50's pseudonymisation alone (names in prose,
 issue #58, run spaCy's NER where the names extra is installed: many times the others' time), and
-`--names-repeat N` runs the default variant in the first N rounds only. Printed: median wall seconds and
+`--names-repeat N` runs the default variant in the first N rounds only; `--include-subagents` is
+passed to every variant (and claude-code-log reads those transcripts too). Printed: median wall seconds and
 the CPU seconds of the run and its worker processes (user + system: what the work costs, less swayed than
 wall time by what else runs on the machine), the ratios of pseudonymisation on to `--no-pseudonymise`
 (issue #55 asks <= 1.10x) and to the baseline, the default dry run beside claude-code-log (its seconds
@@ -154,7 +155,7 @@ def _speed(args: argparse.Namespace, variants: list[tuple[str, Path, list[str]]]
     """The variants' dry runs (and claude-code-log's reader), interleaved; their figures printed."""
     times: dict[str, list[tuple[float, float]]] = {name: [] for name, _, _ in variants}
     ccl: list[float] = []
-    files = session_files(args.corpus)
+    files = session_files(args.corpus, args.include_subagents)
     listing = work / "sessions.txt"
     listing.write_text("".join(f"{p}\n" for p in files))
     load = _load()
@@ -215,14 +216,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-names", action="store_true",
                         help="also a variant with --no-names (#50's pseudonymisation without #58's names "
                              "in prose, which run spaCy's NER when the names extra is installed)")
+    parser.add_argument("--include-subagents", action="store_true",
+                        help="every variant (and claude-code-log) reads subagent transcripts too")
     args = parser.parse_args(argv)
     args.corpus = args.corpus.expanduser().resolve()
-    variants = [("this (pseudonymise on)", ROOT, []),
-                ("this --no-pseudonymise", ROOT, ["--no-pseudonymise"])]
+    every = ["--include-subagents"] if args.include_subagents else []
+    variants = [("this (pseudonymise on)", ROOT, every),
+                ("this --no-pseudonymise", ROOT, ["--no-pseudonymise", *every])]
     if args.no_names:
-        variants.insert(1, ("this --no-names", ROOT, ["--no-names"]))
+        variants.insert(1, ("this --no-names", ROOT, ["--no-names", *every]))
     if args.baseline:
-        variants.append(("baseline", args.baseline.resolve(), []))
+        variants.append(("baseline", args.baseline.resolve(), every))
     work = Path(tempfile.mkdtemp(prefix="bench-pseudo-"))
     _speed(args, variants, work)
     if args.speed_only:

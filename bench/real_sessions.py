@@ -201,13 +201,14 @@ def _dry_run(tree: Path, corpus: Path, extra: list[str]) -> Run:
     return run
 
 
-def session_files(corpus: Path) -> list[Path]:
+def session_files(corpus: Path, subagents: bool = False) -> list[Path]:
     """The files a default dry run reads as sessions, in its order: every session file under `corpus`
-    but subagent transcripts (skipped unless --include-subagents). claude-code-log reads these."""
+    but subagent transcripts (skipped unless --include-subagents: `subagents`). claude-code-log reads
+    these."""
     from ingestion.claude_code.agents import is_subagent_file
     from ingestion.sources import find_files
 
-    return [p for p in find_files(corpus) if not is_subagent_file(p)]
+    return [p for p in find_files(corpus) if subagents or not is_subagent_file(p)]
 
 
 def _ccl(python: str, listing: Path) -> float:

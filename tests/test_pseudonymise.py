@@ -4,14 +4,17 @@ in the requests a loopback teacher receives and in every file under OUT; `--no-p
 from __future__ import annotations
 
 import json
+import random
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from ingestion.store import load_states
 from replay.run import main
-from teachers.pseudonyms import Pseudonyms, pseudonymise_found
+from teachers.pseudonyms import Pseudonyms, _bare, _bare_only, _splice, pseudonymise_found
 from tests.llm_server import LLMServer
 from tests.teacher_script import scripted
 
@@ -119,3 +122,70 @@ def test_no_pseudonymise_keeps_them(fixtures_root: Path, tmp_path: Path) -> None
     assert _found(sent) != []
     assert json.loads((out / "report.json").read_text())["pseudonymised"] == {}
     assert "pseudonymisation**: OFF" in (out / "README.md").read_text()
+
+
+# --- #55: the fast paths give what the spans gave ---------------------------------------------------
+
+_PIECES = ["alex", "Alex", "ALEX", "alexis", "bo.li", "bo-li", "ken", "Ken", "token", "kenny", "data",
+           "base", "database", " ", "\n", "\\n", ".", "-", "_", "/", "@", "'", '"', "(", ")", "é", "名", "1",
+           "x", ":"]
+_RANDOM_NAMES = Pseudonyms(b"k", ("alex", "alexis", "bo.li", "bo-li", "ken", "base"))
+
+
+def _texts(count: int, seed: int) -> list[str]:
+    rnd = random.Random(seed)
+    return ["".join(rnd.choice(_PIECES) for _ in range(rnd.randint(1, 24))) for _ in range(count)]
+
+
+def test_bare_names_alone_come_out_as_their_spans_would() -> None:
+    """Where bare names are all a text holds, one substitution per form (`_bare_only`) writes what the
+    spans and `_splice` write, and finds the same values."""
+    settings = _RANDOM_NAMES
+    checked = 0
+    for text in _texts(20_000, 55):
+        forms = settings.hints(text) & settings._bare_set   # type: ignore[attr-defined]
+        if not forms:
+            continue
+        spans_found: list[tuple[str, str]] = []
+        expected = _splice(text, _bare(text, settings, forms), settings, spans_found) if _bare(
+            text, settings, forms) else text
+        found: list[tuple[str, str]] = []
+        assert _bare_only(text, settings, forms, found) == expected, text
+        assert set(found) == set(spans_found), text
+        checked += 1
+    assert checked > 5_000
+
+
+def test_a_bare_name_hint_is_never_narrower_than_the_name() -> None:
+    """Every name `_bare` takes (looking for every form, hints or not) is among the text's hints; a name
+    inside a word is no hint."""
+    settings = _RANDOM_NAMES
+    every = set(settings._bare_forms)   # type: ignore[attr-defined]
+    for text in _texts(20_000, 56):
+        taken = {form for _, _, _, form in _bare(text, settings, every)}
+        assert taken <= settings.hints(text), text
+    assert settings.hints("a token and a database") == set()
+    assert settings.hints("ken, Base.") == {"ken", "Base"}
+
+
+def test_the_run_reads_the_heads_in_a_forked_process(fixtures_root: Path) -> None:
+    """The settings made while the heads are read in a child process are those read here: the same
+    names, the one object of those settings in the process (what worker processes unpickle). In a
+    process of its own: one with no other thread, as a run's is (pytest's workers run threads)."""
+    script = (
+        "import os, sys, threading\n"
+        "from ingestion.sources import find_files\n"
+        "from replay.ingest.pseudonyms import run_pseudonyms, start_run_pseudonyms\n"
+        "files = find_files(__import__('pathlib').Path(sys.argv[1]))\n"
+        "forks = []\n"
+        "fork = os.fork\n"
+        "os.fork = lambda: forks.append(1) or fork()\n"
+        "forked = start_run_pseudonyms(files, b'k', True)()\n"
+        "here = run_pseudonyms(files, b'k', True)\n"
+        "stop = threading.Event(); other = threading.Thread(target=stop.wait); other.start()\n"
+        "threaded = start_run_pseudonyms(files, b'k', True)()\n"
+        "stop.set(); other.join()\n"
+        "print(len(forks), forked is here, threaded is here, 'dain' in here.names)\n")
+    done = subprocess.run([sys.executable, "-c", script, str(fixtures_root)], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parents[1], check=False)
+    assert done.stdout.split() == ["1", "True", "True", "True"], done.stderr[-2000:]
