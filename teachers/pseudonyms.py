@@ -82,6 +82,7 @@ _HINTS = {
                                         ".local", ".lan", ".home.arpa", "Mac", "DESKTOP-", "LAPTOP-")},
 }
 _LAN = (".local", ".lan", ".home.arpa")
+_HOME_ONLY = {"/home/"}
 # A name that starts and ends with a letter or digit (`_`, `.` and `-` only inside): two such names found
 # at `_bare`'s boundaries never overlap, nor does one with the placeholder put in for another.
 _WORDLIKE = re.compile(r"\w(?:[\w.-]*\w)?")
@@ -252,11 +253,16 @@ def pseudonymise_found(text: str, settings: Pseudonyms, data: bytes | None = Non
     >>> pseudonymise_found("ssh 10.0.0.2; dig @8.8.8.8 x; ping 93.184.216.34", s)[0]
     'ssh 10.0.0.2; dig @8.8.8.8 x; ping ip-8acb69'
     """
-    hints = settings.hints(text, data)
+    hints = (settings._scan or settings.prepare())(text, data)   # type: ignore[attr-defined]
     if not hints:   # most texts
         return text, ()
     forms = hints & settings._bare_set   # type: ignore[attr-defined]
-    spans = _spans(text, settings, hints - forms if forms else hints)
+    others = hints - forms if forms else hints
+    # A home path and nothing else (most texts with a hint on real sessions): spans only where one of
+    # the home patterns, which pass over the known users, finds another user.
+    if others == _HOME_ONLY and settings._home_patterns[0][1].search(text) is None:   # type: ignore[attr-defined]
+        others = set()
+    spans = _spans(text, settings, others)
     found: list[tuple[str, str]] = []
     if forms and not spans and settings._bare_words:   # type: ignore[attr-defined]
         text = _bare_only(text, settings, forms, found)   # most texts with a hint on real sessions
