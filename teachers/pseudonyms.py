@@ -82,7 +82,7 @@ _HINTS = {
                                         ".local", ".lan", ".home.arpa", "Mac", "DESKTOP-", "LAPTOP-")},
 }
 _LAN = (".local", ".lan", ".home.arpa")
-_HOME_ONLY = {"/home/"}
+_HOME_ONLY = frozenset({"/home/"})
 # A name that starts and ends with a letter or digit (`_`, `.` and `-` only inside): two such names found
 # at `_bare`'s boundaries never overlap, nor does one with the placeholder put in for another.
 _WORDLIKE = re.compile(r"\w(?:[\w.-]*\w)?")
@@ -188,7 +188,7 @@ class Pseudonyms:
 
     def hints(self, text: str, data: bytes | None = None) -> set[str]:
         """The hints (`_HINTS`' keys, bare forms) in `text` (`data`: its UTF-8 bytes, if had), in one
-        pass. (Compiled on first use: no work at import, and a worker process compiles its own.)"""
+        pass. (Compiled on first use, or by `prepare`: no work at import.)"""
         scan = self._scan or self.prepare()   # type: ignore[attr-defined]
         return scan(text, data)
 
