@@ -43,6 +43,8 @@ class HintScan:
         self._scan, covered = built if built is not None else (None, frozenset())
         self._keys = keys
         self._fallback = {key: hints[key][1] for i, key in enumerate(keys) if i not in covered}
+        self._fallback_bytes = {key: word.encode("utf-8", "surrogatepass")
+                                for key, word in self._fallback.items()}
 
     def __call__(self, text: str, data: bytes | None = None) -> set[str]:
         """`data`: the text's UTF-8 bytes where the caller has them already."""
@@ -57,4 +59,21 @@ class HintScan:
             for key, word in self._fallback.items():
                 if word in text:
                     found.add(key)
+        return found
+
+    def in_bytes(self, data: bytes) -> set[str]:
+        """The keys of the hints in `data`, UTF-8 bytes with no text beside them (a line of a file): the
+        fallback literals are looked for as their bytes.
+
+        >>> HintScan({"home": literal("/home/")}).in_bytes(b'{"cwd": "/home/x"}')
+        {'home'}
+        """
+        found = set()
+        if self._scan is not None:
+            hits = self._scan(data)
+            if hits:
+                found = {self._keys[i] for i in hits}
+        for key, word in self._fallback_bytes.items():
+            if word in data:
+                found.add(key)
         return found

@@ -21,11 +21,10 @@ from typing import Any
 import orjson
 
 from ingestion.store import STATES_FILE, TRACES_FILE
-from teachers.hint_scan import literal
+from teachers.hint_scan import HintScan, literal
 from teachers.person_names import STRUCTURAL, replace_people
 from teachers.pseudonyms import Pseudonyms
 from teachers.redact_state import TOKEN_FIELDS
-from teachers.secret_prefilter import build
 
 
 def replace_run_wide(out: Path, names: tuple[str, ...], settings: Pseudonyms) -> tuple[int, int]:
@@ -88,14 +87,11 @@ def replace_run_wide(out: Path, names: tuple[str, ...], settings: Pseudonyms) ->
 def _scanner(names: tuple[str, ...]) -> Callable[[bytes], tuple[str, ...]]:
     """`which(line)`: the names (in `names`' order) whose UTF-8 bytes occur in `line`. JSON as orjson
     writes it holds a name's characters as they are (no escapes: a name is letters, spaces, `'` and `-`)."""
-    built = build([literal(name)[0] for name in names])
-    scan, covered = built if built is not None else (None, frozenset())
-    rest = [(i, name.encode("utf-8", "surrogatepass")) for i, name in enumerate(names) if i not in covered]
+    scan = HintScan({name: literal(name) for name in names})
 
     def which(line: bytes) -> tuple[str, ...]:
-        indices = scan(line) if scan is not None else set()
-        indices |= {i for i, data in rest if data in line}
-        return tuple(names[i] for i in sorted(indices))
+        found = scan.in_bytes(line)
+        return tuple(name for name in names if name in found) if found else ()
 
     return which
 
