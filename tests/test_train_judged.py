@@ -245,3 +245,28 @@ def test_ablate_train_ranks_the_pools_by_the_trained_student(scene: Scene, tmp_p
     assert "## Judged by the trained student" in (out / "ablation.md").read_text()
     assert "trained student's accuracy" in (out / "teachers.md").read_text()
     assert "judged by the trained student" in printed and "decided by" in printed
+
+
+def test_a_bar_interrupted_in_its_constructor_has_its_line_ended() -> None:
+    """A Ctrl-C right after a bar's first draw lands before tqdm sets `last_print_t` (its close then
+    writes nothing): the interrupted line must not follow the bar on its line (a flake of the test above,
+    seen once in CI). The constructor is interrupted for real, by a `file` whose first write raises."""
+    import io
+
+    from tqdm import tqdm
+
+    from replay.train.cli import _close_bars
+
+    class Interrupting(io.StringIO):
+        def write(self, text: str) -> int:
+            written = super().write(text)
+            if "/100000" in text:   # the first draw
+                raise KeyboardInterrupt
+            return written
+
+    out = Interrupting()
+    with pytest.raises(KeyboardInterrupt) as caught:   # (its traceback holds the bar, as in a run)
+        tqdm(total=100000, file=out, mininterval=0)
+    _close_bars()
+    assert caught.value is not None
+    assert "/100000" in out.getvalue() and out.getvalue().endswith("\n")

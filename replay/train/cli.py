@@ -86,4 +86,12 @@ def _close_bars() -> None:
     from tqdm import tqdm
 
     for bar in list(tqdm._instances):
+        # A bar interrupted in its constructor (a Ctrl-C as training starts) may have drawn itself before
+        # tqdm sets `last_print_t`, and its close then leaves the line open: it is ended here. (One
+        # interrupted between that and `start_t`, its last line, is given the `start_t` close reads.)
+        if hasattr(bar, "last_print_t") and not hasattr(bar, "start_t"):
+            bar.start_t = bar.last_print_t
+        drawn = not hasattr(bar, "last_print_t") and getattr(bar, "sp", None) is not None
         bar.close()
+        if drawn:
+            bar.fp.write("\n")
