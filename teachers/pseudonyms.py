@@ -82,7 +82,6 @@ _HINTS = {
                                         ".local", ".lan", ".home.arpa", "Mac", "DESKTOP-", "LAPTOP-")},
 }
 _LAN = (".local", ".lan", ".home.arpa")
-_HOME_ONLY = frozenset({"/home/"})
 # A name that starts and ends with a letter or digit (`_`, `.` and `-` only inside): two such names found
 # at `_bare`'s boundaries never overlap, nor does one with the placeholder put in for another.
 _WORDLIKE = re.compile(r"\w(?:[\w.-]*\w)?")
@@ -253,16 +252,11 @@ def pseudonymise_found(text: str, settings: Pseudonyms, data: bytes | None = Non
     >>> pseudonymise_found("ssh 10.0.0.2; dig @8.8.8.8 x; ping 93.184.216.34", s)[0]
     'ssh 10.0.0.2; dig @8.8.8.8 x; ping ip-8acb69'
     """
-    hints = (settings._scan or settings.prepare())(text, data)   # type: ignore[attr-defined]
+    hints = settings.hints(text, data)
     if not hints:   # most texts
         return text, ()
     forms = hints & settings._bare_set   # type: ignore[attr-defined]
-    others = hints - forms if forms else hints
-    # A home path and nothing else (most texts with a hint on real sessions): spans only where one of
-    # the home patterns, which pass over the known users, finds another user.
-    if others == _HOME_ONLY and settings._home_patterns[0][1].search(text) is None:   # type: ignore[attr-defined]
-        others = set()
-    spans = _spans(text, settings, others)
+    spans = _spans(text, settings, hints - forms if forms else hints)
     found: list[tuple[str, str]] = []
     if forms and not spans and settings._bare_words:   # type: ignore[attr-defined]
         text = _bare_only(text, settings, forms, found)   # most texts with a hint on real sessions
@@ -297,9 +291,10 @@ def _spans(text: str, settings: Pseudonyms, hints: set[str]) -> list[tuple[int, 
 
 def _bare_only(text: str, settings: Pseudonyms, forms: set[str], found: list[tuple[str, str]]) -> str:
     """`text` with its bare user names (`forms`: those its hints hold) replaced where nothing else is:
-    what `_splice` makes of `_bare`'s spans, by one C substitution per form, longest first (names whose
-    ends are letters or digits never overlap, so the order of the spans is not needed)."""
-    for form in sorted(forms, key=lambda f: (-len(f), f)) if len(forms) > 1 else forms:
+    what `_splice` makes of `_bare`'s spans, by one C substitution per form. In any order: names whose
+    ends are letters or digits never overlap, nor does one with the placeholder put in for another
+    (sorted only so the hits come in one order)."""
+    for form in sorted(forms) if len(forms) > 1 else forms:
         mark = _mark(settings, "user_name", form)
         text, replaced = settings._bare_patterns[form].subn(mark[0], text)   # type: ignore[attr-defined]
         if replaced:

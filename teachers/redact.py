@@ -34,8 +34,9 @@ from teachers.secret_rules import Rule, rule_set, shannon_entropy
 from teachers.secret_values import plausible
 
 MARK = re.compile(r"\[REDACTED:[^\]\s]*\]")
-# Fields that are structure, not content: ids and roles are never secrets and must stay intact.
-_STRUCTURAL = frozenset({"role", "type", "id", "tool_call_id", "name"})
+# Fields that are structure, not content: ids and roles are never secrets (nor names: person_names,
+# names_wide) and must stay intact.
+STRUCTURAL = frozenset({"role", "type", "id", "tool_call_id", "name"})
 # JSON / `\u` / `\x` escapes, and a shell's backslash before punctuation or a space (`\;`, `\&`, `\ `
 # in an unquoted word: a connection string's password in a shell command, issue #34).
 _ESCAPE = re.compile(r"""\\(?:u([0-9a-fA-F]{4})|x([0-9a-fA-F]{2})|([nrt"\\/' !#-.:-@\[\]^`{-~]))""")
@@ -329,7 +330,7 @@ def redact_value(value: Any, key: bytes | None = None, field: str | None = None,
     secret inside is multi-line text when it is searched; the input is never changed. `pseudonyms`:
     personal data too (`redact_found`)."""
     if isinstance(value, str):
-        if field in _STRUCTURAL:
+        if field in STRUCTURAL:
             return value, []
         if field == "arguments" and value.lstrip().startswith("{"):
             try:
@@ -349,7 +350,7 @@ def redact_value(value: Any, key: bytes | None = None, field: str | None = None,
         for k, v in value.items():
             kind = type(v)
             if kind is str and k != "arguments":
-                if k in _STRUCTURAL:
+                if k in STRUCTURAL:
                     out[k] = v
                 else:
                     out[k], found_text = redact_found(v, key, pseudonyms)

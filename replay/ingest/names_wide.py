@@ -22,8 +22,9 @@ import orjson
 
 from ingestion.store import STATES_FILE, TRACES_FILE
 from teachers.hint_scan import HintScan, literal
-from teachers.person_names import STRUCTURAL, replace_people
+from teachers.person_names import replace_people
 from teachers.pseudonyms import Pseudonyms
+from teachers.redact import STRUCTURAL
 from teachers.redact_state import TOKEN_FIELDS
 
 
