@@ -50,16 +50,18 @@ class HintScan:
         """`data`: the text's UTF-8 bytes where the caller has them already."""
         if not text:
             return set()
-        found = set()
-        if self._scan is not None:
-            hits = self._scan(text.encode("utf-8", "surrogatepass") if data is None else data)
-            if hits:   # (two texts in three of a real corpus hold none: no set made for them)
-                found = {self._keys[i] for i in hits}
+        found = self._scanned(text.encode("utf-8", "surrogatepass") if data is None else data)
         if self._fallback:
             for key, word in self._fallback.items():
                 if word in text:
                     found.add(key)
         return found
+
+    def _scanned(self, data: bytes) -> set[str]:
+        """The keys of the hints Hyperscan finds in `data` (none without it)."""
+        hits = self._scan(data) if self._scan is not None else None
+        # (two texts in three of a real corpus hold none: no set made from them)
+        return {self._keys[i] for i in hits} if hits else set()
 
     def in_bytes(self, data: bytes) -> set[str]:
         """The keys of the hints in `data`, UTF-8 bytes with no text beside them (a line of a file): the
@@ -68,11 +70,7 @@ class HintScan:
         >>> HintScan({"home": literal("/home/")}).in_bytes(b'{"cwd": "/home/x"}')
         {'home'}
         """
-        found = set()
-        if self._scan is not None:
-            hits = self._scan(data)
-            if hits:
-                found = {self._keys[i] for i in hits}
+        found = self._scanned(data)
         for key, word in self._fallback_bytes.items():
             if word in data:
                 found.add(key)
